@@ -1,0 +1,57 @@
+"""Settings, read from the environment (prefix ETT_) or passed explicitly in tests."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def normalize_database_url(url: str) -> str:
+    """Point plain postgres URLs at the psycopg 3 driver; leave other URLs as they are."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; environment variables are ETT_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="ETT_", extra="ignore", env_file=None)
+
+    home: Path = Field(default_factory=lambda: Path.home() / ".ett")
+    database_url: str = ""
+    read_token_required: bool = False
+    max_batch_events: int = 10_000
+    max_body_bytes: int = 5 * 1024 * 1024
+    heartbeat_timeout_s: float = 300.0
+    owners_file: Path | None = None
+    slos_file: Path | None = None
+    public_url: str = "http://127.0.0.1:8050"
+    # inline: recompute touched jobs in the ingest request; background: a worker thread drains marks.
+    recompute_mode: str = "background"
+    recompute_interval_s: float = 1.0
+    alert_eval_interval_s: float = 60.0
+    alerts_enabled: bool = True
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _default_database(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.home / 'ett.db'}"
+        self.database_url = normalize_database_url(self.database_url)
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True when the database is the embedded SQLite file."""
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings singleton."""
+    return Settings()

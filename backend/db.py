@@ -1,0 +1,90 @@
+"""Engine, sessions and the declarative base; dialect differences live here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Engine, MetaData, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSON everywhere, JSONB on Postgres.
+JSONType = JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    """Declarative base shared by every domain's tables."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """Create an engine with the right options for SQLite or a server database."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
+
+
+def insert_for(session_or_engine: Session | Engine, table: Any) -> Any:
+    """A dialect-specific INSERT that supports ON CONFLICT (Postgres and SQLite share the API)."""
+    bind = (
+        session_or_engine.get_bind()
+        if isinstance(session_or_engine, Session)
+        else session_or_engine
+    )
+    if bind.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+class Database:
+    """One engine plus its session factory; the app and the CLI each hold one."""
+
+    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        self.url = url
+        self.engine = make_engine(url, **engine_kwargs)
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """'postgresql' or 'sqlite'."""
+        return self.engine.dialect.name
+
+    def session(self) -> Session:
+        """A new session; use it as a context manager."""
+        return self.sessionmaker()
+
+    def sessions(self) -> Iterator[Session]:
+        """Yield one session and close it afterwards (for FastAPI dependencies)."""
+        with self.sessionmaker() as s:
+            yield s
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

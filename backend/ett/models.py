@@ -1,0 +1,61 @@
+"""Per-job derived results: one row per job plus its attributed intervals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, JSONType
+from backend.types import BigIntPK
+
+
+class JobResult(Base):
+    """The ETT engine's answer for one job, rebuilt from raw events on every recompute."""
+
+    __tablename__ = "job_results"
+
+    job_id: Mapped[str] = mapped_column(
+        String(128), ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    computed_at: Mapped[float] = mapped_column(Float)
+    model: Mapped[str | None] = mapped_column(String(256))
+    gpus: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(16))
+    provisional: Mapped[bool] = mapped_column(Boolean, default=False)
+    submitted_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    e2e_s: Mapped[float] = mapped_column(Float, default=0.0)
+    effective_s: Mapped[float] = mapped_column(Float, default=0.0)
+    ett_pct: Mapped[float] = mapped_column(Float, default=0.0)
+    gpu_hours_lost: Mapped[float] = mapped_column(Float, default=0.0)
+    nof: Mapped[int] = mapped_column(Integer, default=0)
+    tts_s: Mapped[float] = mapped_column(Float, default=0.0)
+    recovery_s: Mapped[float] = mapped_column(Float, default=0.0)
+    result: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+    __table_args__ = (
+        Index("ix_job_results_model_submitted", "model", "submitted_at"),
+        Index("ix_job_results_ett_pct", "ett_pct"),
+        Index("ix_job_results_gpu_hours_lost", "gpu_hours_lost"),
+    )
+
+
+class JobInterval(Base):
+    """One attributed interval of a job's wall time (component, phase, attempt)."""
+
+    __tablename__ = "job_intervals"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(128), ForeignKey("jobs.job_id", ondelete="CASCADE"))
+    attempt: Mapped[int | None] = mapped_column(Integer)
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    component: Mapped[str] = mapped_column(String(32))
+    phase: Mapped[str | None] = mapped_column(String(128))
+
+    __table_args__ = (
+        Index("ix_job_intervals_job_id", "job_id"),
+        Index("ix_job_intervals_start", "start"),
+    )

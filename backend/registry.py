@@ -1,0 +1,9 @@
+"""Imports every domain's tables so Base.metadata is complete (Alembic and the drift test)."""
+
+from backend.auth import models as auth_models  # noqa: F401
+from backend.db import Base
+from backend.ett import models as ett_models  # noqa: F401
+from backend.jobs import models as jobs_models  # noqa: F401
+from ingest import models as ingest_models  # noqa: F401
+
+metadata = Base.metadata

@@ -1,0 +1,45 @@
+"""Raw events (the truth, append-only) and rejected events (kept with their reason)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, JSONType
+from backend.types import BigIntPK
+
+
+class RawEvent(Base):
+    """One accepted wire event, normalised (times as epoch seconds); never updated."""
+
+    __tablename__ = "raw_events"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(64), unique=True)
+    job_id: Mapped[str] = mapped_column(String(128))
+    type: Mapped[str] = mapped_column(String(32))
+    attempt: Mapped[int | None] = mapped_column(Integer)
+    ts: Mapped[float] = mapped_column(Float)
+    received_at: Mapped[float] = mapped_column(Float)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+    __table_args__ = (Index("ix_raw_events_job_id_id", "job_id", "id"),)
+
+
+class RejectedEvent(Base):
+    """An event ingest refused, with the reason, for an operator to read."""
+
+    __tablename__ = "rejected_events"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    received_at: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[str | None] = mapped_column(String(128))
+    event_id: Mapped[str | None] = mapped_column(String(64))
+    batch_index: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str] = mapped_column(Text)
+    raw: Mapped[str] = mapped_column(Text)
+    token_name: Mapped[str | None] = mapped_column(String(128))
+
+    __table_args__ = (Index("ix_rejected_events_received_at", "received_at"),)
