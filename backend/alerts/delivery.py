@@ -1,0 +1,451 @@
+"""Delivery of alert notices to an owner's channels: webhooks, Slack, email, Alertmanager.
+
+Each channel runs on its own worker with its own deadline, so a slow or broken channel never
+holds up the others. HTTP channels retry 5xx and 429 (honouring Retry-After) with exponential
+backoff and full jitter; any other 4xx is final. Every attempt is reported to a callback that the
+service turns into a row of the delivery log.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import smtplib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid, parsedate_to_datetime
+from typing import Any, Literal
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+ChannelKind = Literal["webhook", "slack", "email", "alertmanager"]
+CHANNEL_KINDS: tuple[str, ...] = ("webhook", "slack", "email", "alertmanager")
+Outcome = Literal["delivered", "retry", "rejected", "gave_up", "error"]
+
+
+@dataclass(frozen=True)
+class Channel:
+    """Where one owner wants notices: a URL (HTTP kinds) or comma-separated addresses (email)."""
+
+    kind: ChannelKind
+    target: str
+    owner: str = ""
+    name: str = ""
+    # email: smtp_host, smtp_port, sender, username, password, starttls; http: headers.
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """A short name for logs: owner/name or the kind."""
+        return f"{self.owner}/{self.name or self.kind}" if self.owner else (self.name or self.kind)
+
+
+@dataclass(frozen=True)
+class AlertMessage:
+    """One alert notice, already rendered: labels and annotations as Alertmanager knows them."""
+
+    fingerprint: str
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: float
+    ends_at: float | None
+    generator_url: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one channel: attempts, backoff, the per-send timeout and a total deadline."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    send_timeout_s: float = 10.0
+    deadline_s: float = 60.0
+
+
+@dataclass
+class DeliveryAttempt:
+    """One try at one channel, as written to the delivery log."""
+
+    channel: Channel
+    attempt: int
+    started_at: float
+    duration_s: float
+    outcome: Outcome
+    status_code: int | None = None
+    error: str | None = None
+    retry_after_s: float | None = None
+
+
+@dataclass
+class DeliveryResult:
+    """The final word on one channel: delivered or not, with every attempt."""
+
+    channel: Channel
+    ok: bool
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+
+
+class _Transient(Exception):
+    """A failure worth retrying; retry_after_s is the server's own hint, if it gave one."""
+
+    def __init__(
+        self, message: str, status_code: int | None = None, retry_after_s: float | None = None
+    ):
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+class _Permanent(Exception):
+    """A failure that another try will not fix (a 4xx other than 429, a bad address)."""
+
+    def __init__(self, message: str, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def rfc3339(ts: float) -> str:
+    """Epoch seconds as an RFC 3339 UTC string with milliseconds."""
+    return (
+        datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date); None if absent or bad."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy, rng: random.Random | None = None) -> float:
+    """Full-jitter exponential backoff before retry number `attempt` (1 = first retry)."""
+    cap = min(policy.max_delay_s, policy.base_delay_s * (2 ** (attempt - 1)))
+    return (rng or random).uniform(cap / 2, cap)
+
+
+# ---- payloads ----------------------------------------------------------------------------------
+
+
+def webhook_payload(
+    messages: Sequence[AlertMessage], *, receiver: str, external_url: str
+) -> dict[str, Any]:
+    """The body Alertmanager's webhook receiver sends (version 4), for our own notices."""
+    common_labels = _common(m.labels for m in messages)
+    group_labels = {k: v for k, v in common_labels.items() if k in ("owner", "alertname")}
+    status = "firing" if any(m.status == "firing" for m in messages) else "resolved"
+    return {
+        "version": "4",
+        "groupKey": "{}:"
+        + "{"
+        + ",".join(f'{k}="{v}"' for k, v in sorted(group_labels.items()))
+        + "}",
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": receiver,
+        "groupLabels": group_labels,
+        "commonLabels": common_labels,
+        "commonAnnotations": _common(m.annotations for m in messages),
+        "externalURL": external_url,
+        "alerts": [
+            {
+                "status": m.status,
+                "labels": m.labels,
+                "annotations": m.annotations,
+                "startsAt": rfc3339(m.starts_at),
+                # Alertmanager's zero time means "not ended".
+                "endsAt": rfc3339(m.ends_at) if m.ends_at is not None else "0001-01-01T00:00:00Z",
+                "generatorURL": m.generator_url,
+                "fingerprint": m.fingerprint[:16],
+            }
+            for m in messages
+        ],
+    }
+
+
+def slack_payload(messages: Sequence[AlertMessage]) -> dict[str, Any]:
+    """A Slack incoming-webhook body: one `text` with every notice."""
+    parts = []
+    for m in messages:
+        parts.append(
+            f"*[{m.status.upper()}] {m.title}*\n{m.text}\n<{m.generator_url}|Open dashboard>"
+        )
+    return {"text": "\n\n".join(parts)}
+
+
+def alertmanager_payload(
+    messages: Sequence[AlertMessage], now: float | None = None
+) -> list[dict[str, Any]]:
+    """The body of Alertmanager's POST /api/v2/alerts (postableAlerts)."""
+    out = []
+    for m in messages:
+        item: dict[str, Any] = {
+            "labels": m.labels,
+            "annotations": m.annotations,
+            "startsAt": rfc3339(m.starts_at),
+            "generatorURL": m.generator_url,
+        }
+        if m.status == "resolved":
+            # An end in the past is how Alertmanager learns an alert resolved.
+            item["endsAt"] = rfc3339(m.ends_at if m.ends_at is not None else (now or time.time()))
+        elif m.ends_at is not None:
+            item["endsAt"] = rfc3339(m.ends_at)
+        out.append(item)
+    return out
+
+
+def email_message(
+    messages: Sequence[AlertMessage], *, sender: str, recipients: Sequence[str]
+) -> EmailMessage:
+    """A plain-text mail with every notice, subject from the first one."""
+    msg = EmailMessage()
+    first = messages[0]
+    extra = f" (+{len(messages) - 1} more)" if len(messages) > 1 else ""
+    msg["Subject"] = f"[{first.status.upper()}] {first.title}{extra}"
+    msg["From"] = sender
+    msg["To"] = ", ".join(recipients)
+    msg["Date"] = formatdate(localtime=False, usegmt=True)
+    msg["Message-ID"] = make_msgid(domain="ett.local")
+    body = "\n\n".join(
+        f"[{m.status.upper()}] {m.title}\n\n{m.text}\n\nDashboard: {m.generator_url}"
+        for m in messages
+    )
+    msg.set_content(body)
+    return msg
+
+
+def _common(dicts: Iterable[dict[str, str]]) -> dict[str, str]:
+    items = list(dicts)
+    if not items:
+        return {}
+    common = dict(items[0])
+    for d in items[1:]:
+        common = {k: v for k, v in common.items() if d.get(k) == v}
+    return common
+
+
+# ---- one send --------------------------------------------------------------------------------
+
+
+def _post_json(
+    client: httpx.Client, url: str, body: Any, headers: dict[str, str], timeout: float
+) -> int:
+    try:
+        resp = client.post(url, json=body, headers=headers, timeout=timeout)
+    except httpx.TimeoutException as exc:
+        raise _Transient(f"timeout after {timeout:g}s: {exc.__class__.__name__}") from exc
+    except httpx.TransportError as exc:
+        raise _Transient(f"transport error: {exc}") from exc
+    code = resp.status_code
+    if 200 <= code < 300:
+        return code
+    snippet = resp.text[:200]
+    if code == 429 or code >= 500:
+        raise _Transient(
+            f"HTTP {code}: {snippet}", code, parse_retry_after(resp.headers.get("Retry-After"))
+        )
+    raise _Permanent(f"HTTP {code}: {snippet}", code)
+
+
+def _send_email(channel: Channel, messages: Sequence[AlertMessage], timeout: float) -> int:
+    opts = channel.options
+    recipients = [a.strip() for a in channel.target.split(",") if a.strip()]
+    if not recipients:
+        raise _Permanent("no recipient address")
+    msg = email_message(
+        messages, sender=opts.get("sender", "ett-alerts@localhost"), recipients=recipients
+    )
+    try:
+        with smtplib.SMTP(
+            opts.get("smtp_host", "127.0.0.1"), int(opts.get("smtp_port", 25)), timeout=timeout
+        ) as smtp:
+            if opts.get("starttls"):
+                smtp.starttls()
+            if opts.get("username"):
+                smtp.login(opts["username"], opts.get("password", ""))
+            refused = smtp.send_message(msg)
+    except smtplib.SMTPResponseException as exc:
+        # SMTP's own split: 4xx replies are transient, 5xx are final.
+        if 400 <= exc.smtp_code < 500:
+            raise _Transient(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", exc.smtp_code) from exc
+        raise _Permanent(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", exc.smtp_code) from exc
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise _Permanent(f"recipients refused: {exc.recipients}") from exc
+    except (smtplib.SMTPException, OSError) as exc:
+        raise _Transient(f"SMTP error: {exc.__class__.__name__}: {exc}") from exc
+    if refused:
+        raise _Permanent(f"recipients refused: {sorted(refused)}")
+    return 250
+
+
+def send_once(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    client: httpx.Client,
+    timeout: float,
+    external_url: str,
+) -> int:
+    """One send to one channel; returns the status code, raises _Transient or _Permanent."""
+    headers = {str(k): str(v) for k, v in channel.options.get("headers", {}).items()}
+    if channel.kind == "webhook":
+        body: Any = webhook_payload(messages, receiver=channel.label, external_url=external_url)
+        return _post_json(client, channel.target, body, headers, timeout)
+    if channel.kind == "slack":
+        return _post_json(client, channel.target, slack_payload(messages), headers, timeout)
+    if channel.kind == "alertmanager":
+        url = channel.target.rstrip("/") + "/api/v2/alerts"
+        return _post_json(client, url, alertmanager_payload(messages), headers, timeout)
+    if channel.kind == "email":
+        return _send_email(channel, messages, timeout)
+    raise _Permanent(f"unknown channel kind {channel.kind!r}")
+
+
+# ---- retries and fan-out -----------------------------------------------------------------------
+
+
+def deliver_channel(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    policy: RetryPolicy,
+    on_attempt: Callable[[DeliveryAttempt], None] | None = None,
+    external_url: str = "",
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+) -> DeliveryResult:
+    """Send to one channel, retrying transient failures until delivered, rejected or out of time."""
+    result = DeliveryResult(channel=channel, ok=False)
+    deadline = clock() + policy.deadline_s
+    with httpx.Client(follow_redirects=False) as client:
+        for attempt in range(1, policy.max_attempts + 1):
+            remaining = deadline - clock()
+            timeout = max(0.1, min(policy.send_timeout_s, remaining))
+            started_wall, started = time.time(), clock()
+            record = DeliveryAttempt(channel, attempt, started_wall, 0.0, "error")
+            wait_s: float | None = None
+            try:
+                record.status_code = send_once(
+                    channel, messages, client=client, timeout=timeout, external_url=external_url
+                )
+                record.outcome = "delivered"
+                result.ok = True
+            except _Permanent as exc:
+                record.outcome, record.status_code, record.error = (
+                    "rejected",
+                    exc.status_code,
+                    str(exc),
+                )
+            except _Transient as exc:
+                record.status_code, record.error = exc.status_code, str(exc)
+                record.retry_after_s = exc.retry_after_s
+                wait_s = (
+                    exc.retry_after_s
+                    if exc.retry_after_s is not None
+                    else backoff_delay(attempt, policy, rng)
+                )
+                left = deadline - clock()
+                if attempt >= policy.max_attempts or wait_s >= left:
+                    record.outcome = "gave_up"
+                    reason = "attempts exhausted" if attempt >= policy.max_attempts else "deadline"
+                    record.error = f"{record.error} ({reason})"
+                    wait_s = None
+                else:
+                    record.outcome = "retry"
+            except Exception as exc:  # a bug in one channel must not take the others down
+                record.outcome, record.error = "error", f"{exc.__class__.__name__}: {exc}"
+            record.duration_s = clock() - started
+            result.attempts.append(record)
+            _report(on_attempt, record)
+            if record.outcome != "retry" or wait_s is None:
+                break
+            sleep(wait_s)
+    return result
+
+
+def _report(on_attempt: Callable[[DeliveryAttempt], None] | None, record: DeliveryAttempt) -> None:
+    level = logging.INFO if record.outcome == "delivered" else logging.WARNING
+    log.log(
+        level,
+        "alert delivery %s attempt %d: %s %s",
+        record.channel.label,
+        record.attempt,
+        record.outcome,
+        record.error or record.status_code,
+    )
+    if on_attempt is None:
+        return
+    try:
+        on_attempt(record)
+    except Exception:
+        log.exception("could not record a delivery attempt for %s", record.channel.label)
+
+
+def deliver_all(
+    messages: Sequence[AlertMessage],
+    channels: Sequence[Channel],
+    *,
+    policy: RetryPolicy | None = None,
+    on_attempt: Callable[[DeliveryAttempt], None] | None = None,
+    external_url: str = "",
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[DeliveryResult]:
+    """Send the notices to every channel at once; each has its own retries and deadline."""
+    policy = policy or RetryPolicy()
+    if not messages or not channels:
+        return []
+    pool = ThreadPoolExecutor(
+        max_workers=min(16, len(channels)), thread_name_prefix="ett-alert-send"
+    )
+    try:
+        futures = [
+            pool.submit(
+                deliver_channel,
+                ch,
+                messages,
+                policy=policy,
+                on_attempt=on_attempt,
+                external_url=external_url,
+                sleep=sleep,
+            )
+            for ch in channels
+        ]
+        # A grace beyond the deadline covers the last send's own timeout.
+        wait_futures(futures, timeout=policy.deadline_s + policy.send_timeout_s + 1.0)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    results = []
+    for ch, fut in zip(channels, futures, strict=True):
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            results.append(fut.result())
+        else:
+            err = "still running past its deadline" if not fut.done() else repr(fut.exception())
+            stuck = DeliveryAttempt(ch, 0, time.time(), 0.0, "gave_up", error=err)
+            _report(on_attempt, stuck)
+            results.append(DeliveryResult(channel=ch, ok=False, attempts=[stuck]))
+    return results

@@ -1,0 +1,156 @@
+"""SLOs as data: the spec of one SLO and of an owner's channels, read from YAML or the API."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
+
+Indicator = Literal["gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"]
+INDICATORS: tuple[str, ...] = (
+    "gpu_time_share",
+    "duration_percentile",
+    "failures_per_job",
+    "ett_floor",
+)
+Severity = Literal["info", "warning", "critical"]
+FAILURE_KINDS = ("any", "preemption", "app_error", "infra", "induced", "unknown")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
+
+
+def parse_duration(value: str | float | int) -> float:
+    """Seconds from a number or a string such as '90s', '30m', '6h', '7d'."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 30m, 6h, 7d)")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact unit for a duration: 7d, 6h, 30m, 90s."""
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+class SloSpec(BaseModel):
+    """One service level: who owns it, what it measures, the objective and how to alert."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
+    owner: str = Field(min_length=1, max_length=128)
+    component: str = Field(min_length=1, max_length=64)
+    phase: str | None = Field(default=None, max_length=128)
+    indicator: Indicator
+    percentile: float | None = None
+    failure_kind: str | None = None
+    objective: float
+    window_s: float = Field(default=7 * 86400.0, alias="window", gt=0)
+    for_s: float = Field(default=0.0, alias="for", ge=0)
+    hysteresis: float = Field(default=0.05, ge=0, lt=1)
+    severity: Severity = "warning"
+    model: str | None = Field(default=None, max_length=256)
+    labels: dict[str, str] = Field(default_factory=dict)
+    per_model: bool = False
+    runbook_url: str | None = None
+    description: str | None = None
+    enabled: bool = True
+
+    @field_validator("window_s", "for_s", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _indicator_params(self) -> SloSpec:
+        if self.indicator == "duration_percentile":
+            if self.percentile is None:
+                raise ValueError("duration_percentile needs percentile (50, 90 or 99)")
+            if not 0 < self.percentile <= 100:
+                raise ValueError("percentile must be in (0, 100]")
+        elif self.percentile is not None:
+            raise ValueError("percentile only applies to duration_percentile")
+        if self.indicator == "failures_per_job":
+            self.failure_kind = self.failure_kind or "any"
+            if self.failure_kind not in FAILURE_KINDS:
+                raise ValueError(f"failure_kind must be one of {', '.join(FAILURE_KINDS)}")
+        elif self.failure_kind is not None:
+            raise ValueError("failure_kind only applies to failures_per_job")
+        if self.indicator == "ett_floor":
+            # A floor is a per-model promise: one alert per model that sinks below it.
+            self.per_model = True
+            if not 0 <= self.objective <= 100:
+                raise ValueError("an ETT% floor is a percentage between 0 and 100")
+        if self.indicator == "gpu_time_share" and not 0 <= self.objective <= 100:
+            raise ValueError("a share of wall GPU-time is a percentage between 0 and 100")
+        return self
+
+    @property
+    def is_floor(self) -> bool:
+        """True when breaching means falling below the objective (ETT% floor)."""
+        return self.indicator == "ett_floor"
+
+    def breached(self, value: float) -> bool:
+        """Whether a measured value breaks the objective."""
+        return value < self.objective if self.is_floor else value > self.objective
+
+    def recovered(self, value: float) -> bool:
+        """Whether a value is back inside the objective by the hysteresis margin."""
+        margin = abs(self.objective) * self.hysteresis
+        if self.is_floor:
+            return value >= min(100.0, self.objective + margin)
+        return value <= self.objective - margin
+
+    def to_doc(self) -> dict[str, Any]:
+        """The spec as the file and the API write it (durations in seconds)."""
+        return self.model_dump(by_alias=False)
+
+
+class ChannelSpec(BaseModel):
+    """One of an owner's channels in the SLO file or the API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    kind: Literal["webhook", "slack", "email", "alertmanager"]
+    target: str = Field(min_length=1, max_length=2048)
+    options: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class SloFile(BaseModel):
+    """The whole file: SLOs plus, per owner, where to send notices."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slos: list[SloSpec] = Field(default_factory=list)
+    channels: dict[str, list[ChannelSpec]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> SloFile:
+        seen: set[str] = set()
+        for slo in self.slos:
+            if slo.name in seen:
+                raise ValueError(f"SLO name {slo.name!r} appears twice")
+            seen.add(slo.name)
+        return self
+
+
+def load_slo_file(path: Path | None = None) -> SloFile:
+    """Read and validate an SLO file (the shipped defaults when path is None)."""
+    path = path or DEFAULT_SLOS_FILE
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    return SloFile.model_validate(doc)
