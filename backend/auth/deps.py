@@ -1,0 +1,56 @@
+"""FastAPI dependencies: bearer tokens for ingest, reads and admin."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy.orm import Session
+
+from backend.auth import service
+from backend.auth.models import ApiToken
+from backend.deps import SessionDep
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
+    """Resolve the request's token and check its scope, or raise 401/403."""
+    secret = _bearer(request)
+    if secret is None:
+        raise HTTPException(
+            401,
+            "missing bearer token: send 'Authorization: Bearer <token>' "
+            "(create one with `ett token create`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    token = service.lookup(db_session=db_session, secret=secret)
+    if token is None:
+        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    if not service.allows_scope(token, scope):
+        raise HTTPException(
+            403, f"token {token.name!r} has scope {token.scope!r}; this needs {scope!r} or admin"
+        )
+    return token
+
+
+def require_read(request: Request, db_session: SessionDep) -> ApiToken | None:
+    """Reads are open unless ETT_READ_TOKEN_REQUIRED=true, then read or admin scope."""
+    if not request.app.state.settings.read_token_required:
+        return None
+    return authenticate(request, db_session, "read")
+
+
+def require_admin(request: Request, db_session: SessionDep) -> ApiToken:
+    """Writes to configuration need an admin token."""
+    return authenticate(request, db_session, "admin")
+
+
+ReadAccess = Annotated[ApiToken | None, Depends(require_read)]
+AdminAccess = Annotated[ApiToken, Depends(require_admin)]

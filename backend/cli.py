@@ -1,0 +1,125 @@
+"""The `ett` command line."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from backend.config import get_settings
+
+app = typer.Typer(
+    name="ett",
+    help="ETT% fleet observability: ingest, account and serve Effective Training Time.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens for ingest, reads and admin.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(token_app, name="token")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+) -> None:
+    """Create or migrate the schema of ETT_DATABASE_URL (default: ~/.ett/ett.db)."""
+    from backend import migrate
+
+    settings = get_settings()
+    try:
+        migrate.upgrade(settings.database_url, revision)
+    except Exception as err:  # noqa: BLE001 - report any driver error in words
+        _fail(f"could not migrate {settings.database_url}: {err}")
+    typer.echo(f"schema of {settings.database_url} is at {revision}")
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Show the schema revision of the database and the one this code expects."""
+    from backend import migrate
+    from backend.db import Database
+
+    settings = get_settings()
+    db = Database(settings.database_url)
+    current = sorted(migrate.current_revisions(db.engine)) or ["(empty)"]
+    typer.echo(f"database: {', '.join(current)}")
+    typer.echo(f"code:     {', '.join(sorted(migrate.head_revisions(settings.database_url)))}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8050,
+    workers: Annotated[bool, typer.Option(help="Run the recompute and alert workers.")] = True,
+) -> None:
+    """Serve the REST API (/api/v1, OpenAPI at /docs), the dashboard (/) and /healthz."""
+    import uvicorn
+
+    from backend.app import create_app
+    from backend.migrate import SchemaOutOfDate
+
+    settings = get_settings()
+    try:
+        application = create_app(settings, start_workers=workers)
+    except SchemaOutOfDate as err:
+        _fail(str(err))
+    typer.echo(f"ETT% serving on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
+    uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Option(help="A unique name, e.g. the trainer fleet or a team.")],
+    scope: Annotated[str, typer.Option(help="ingest, read or admin.")] = "ingest",
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="Limit an ingest token to this model (repeatable)."),
+    ] = None,
+) -> None:
+    """Create a token and print it, alone on the last line, once: it is stored only hashed."""
+    from backend.auth import service
+    from backend.db import Database
+
+    db = Database(get_settings().database_url)
+    with db.session() as s:
+        try:
+            row, secret = service.create(db_session=s, name=name, scope=scope, models=model)
+        except ValueError as err:
+            _fail(str(err))
+    limited = f", models {', '.join(row.models)}" if row.models else ""
+    typer.echo(f"created token {row.name!r} (scope {row.scope}{limited}); store it now:", err=True)
+    sys.stdout.write(secret + "\n")
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """List tokens (names, scopes, models; never the secrets)."""
+    from sqlalchemy import select
+
+    from backend.auth.models import ApiToken
+    from backend.db import Database
+
+    db = Database(get_settings().database_url)
+    with db.session() as s:
+        for row in s.scalars(select(ApiToken).order_by(ApiToken.name)):
+            models = ",".join(row.models) if row.models else "*"
+            state = " (revoked)" if row.revoked else ""
+            typer.echo(f"{row.name}\t{row.scope}\t{models}\t{row.prefix}...{state}")
+
+
+def main() -> None:
+    """Entry point for `python -m backend.cli`."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Wire protocol v1: validation of one event into its normalized form (times as epoch seconds)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+# First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
+PHASE_ROOTS = (
+    "scheduling",
+    "hardware_setup",
+    "trainer_init",
+    "checkpoint_restore",
+    "pt2_compile",
+    "shutdown",
+    "publish",
+    "custom",
+)
+TIME_FIELDS = ("ts", "start", "end", "blocking_end", "committed")
+# Latest instant we accept: year 2200. Catches milliseconds sent as seconds.
+MAX_EPOCH_S = 7_258_118_400.0
+
+
+def parse_time(value: Any) -> float:
+    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float)."""
+    if isinstance(value, bool):
+        raise ValueError("expected an RFC 3339 time with an offset or epoch seconds, got a boolean")
+    if isinstance(value, int | float):
+        seconds = float(value)
+        if not math.isfinite(seconds):
+            raise ValueError("must be a finite number of epoch seconds")
+    elif isinstance(value, str):
+        text = value.strip()
+        if len(text) > 64:
+            raise ValueError("time string too long")
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an RFC 3339 time (e.g. 2026-05-01T12:00:00.250Z)"
+            ) from None
+        if parsed.tzinfo is None or "T" not in text.upper() and " " not in text:
+            raise ValueError(
+                f"{value!r} has no UTC offset; add 'Z' or '+HH:MM' (e.g. 2026-05-01T12:00:00Z)"
+            )
+        seconds = parsed.timestamp()
+    else:
+        raise ValueError(
+            f"expected an RFC 3339 time with an offset or epoch seconds, got {type(value).__name__}"
+        )
+    if seconds < 0 or seconds > MAX_EPOCH_S:
+        raise ValueError(
+            f"{seconds!r} is outside 1970..2200 in epoch seconds (milliseconds sent as seconds?)"
+        )
+    return seconds
+
+
+def _check_phase(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    root = value.split(".", 1)[0]
+    if root not in PHASE_ROOTS:
+        raise ValueError(
+            f"unknown phase {value!r}; use a catalogue phase ({', '.join(PHASE_ROOTS[:-1])}, "
+            "their dotted sub-stages) or custom.<name>"
+        )
+    if root == "custom" and value == "custom":
+        raise ValueError("custom phases are named custom.<name>")
+    return value
+
+
+Time = Annotated[float, BeforeValidator(parse_time)]
+EventId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
+JobId = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
+AttemptNo = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+Gpus = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
+Cursor = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+PhaseName = Annotated[
+    str,
+    Field(strict=True, min_length=1, max_length=128, pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"),
+    BeforeValidator(_check_phase),
+]
+Labels = Annotated[
+    dict[
+        Annotated[str, Field(strict=True, min_length=1, max_length=128)],
+        Annotated[str, Field(strict=True, max_length=1024)],
+    ],
+    Field(max_length=64),
+]
+Model = Annotated[str, Field(strict=True, min_length=1, max_length=256)]
+
+_forbid = ConfigDict(extra="forbid")
+
+
+class _JobConfig(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+    checkpoint_interval_s: NotRequired[
+        Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+    ]
+
+
+class JobSubmitted(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["job_submitted"]
+    attempt: NotRequired[AttemptNo | None]
+    ts: Time
+    model: Model
+    gpus: Gpus
+    labels: NotRequired[Labels]
+    config: NotRequired[_JobConfig]
+
+
+class AttemptStarted(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["attempt_started"]
+    attempt: AttemptNo
+    ts: Time
+    gpus: NotRequired[Gpus]
+    host: NotRequired[Annotated[str, Field(strict=True, max_length=256)]]
+
+
+class Phase(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["phase"]
+    attempt: AttemptNo
+    phase: PhaseName
+    start: Time
+    end: Time
+
+
+class PhaseStarted(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["phase_started"]
+    attempt: AttemptNo
+    phase: PhaseName
+    start: Time
+
+
+class Progress(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["progress"]
+    attempt: AttemptNo
+    start: Time
+    end: Time
+    cursor_start: Cursor
+    cursor_end: Cursor
+    steps: Count
+
+
+class Checkpoint(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["checkpoint"]
+    attempt: AttemptNo
+    start: Time
+    blocking_end: Time
+    committed: NotRequired[Time]
+    cursor: NotRequired[Cursor]
+    bytes: NotRequired[Count]
+    ok: NotRequired[Annotated[bool, Field(strict=True)]]
+
+
+class Failure(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["failure"]
+    attempt: AttemptNo
+    ts: Time
+    kind: Literal["preemption", "app_error", "infra", "induced", "unknown"]
+    message: NotRequired[Annotated[str, Field(strict=True, max_length=4096)]]
+
+
+class Heartbeat(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["heartbeat"]
+    attempt: AttemptNo
+    ts: Time
+
+
+class AttemptEnded(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["attempt_ended"]
+    attempt: AttemptNo
+    ts: Time
+    reason: Literal["completed", "failure", "preempted", "cancelled"]
+
+
+class JobEnded(TypedDict):
+    __pydantic_config__ = _forbid  # type: ignore[misc]
+    event_id: EventId
+    job_id: JobId
+    type: Literal["job_ended"]
+    attempt: NotRequired[AttemptNo | None]
+    ts: Time
+    status: Literal["succeeded", "failed", "cancelled"]
+
+
+EVENT_TYPES: dict[str, type] = {
+    "job_submitted": JobSubmitted,
+    "attempt_started": AttemptStarted,
+    "phase": Phase,
+    "phase_started": PhaseStarted,
+    "progress": Progress,
+    "checkpoint": Checkpoint,
+    "failure": Failure,
+    "heartbeat": Heartbeat,
+    "attempt_ended": AttemptEnded,
+    "job_ended": JobEnded,
+}
+_ADAPTERS = {name: TypeAdapter(cls) for name, cls in EVENT_TYPES.items()}
+# (earlier field, later field) pairs that must not run backwards inside one event.
+_ORDERED = {
+    "phase": ("start", "end"),
+    "progress": ("start", "end"),
+    "checkpoint": ("start", "blocking_end"),
+}
+
+
+class EventError(ValueError):
+    """An event failed validation; str() is '<field>: <why>'."""
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for p in e["loc"]) or "event"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field for this event type"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def validate_event(raw: Any) -> dict[str, Any]:
+    """Validate one wire event and return its normalized form, or raise EventError."""
+    if not isinstance(raw, dict):
+        raise EventError(f"event: expected a JSON object, got {type(raw).__name__}")
+    etype = raw.get("type")
+    adapter = _ADAPTERS.get(etype) if isinstance(etype, str) else None
+    if adapter is None:
+        if "type" not in raw:
+            raise EventError("type: field required")
+        raise EventError(f"type: {etype!r} is not one of {', '.join(EVENT_TYPES)}")
+    try:
+        event: dict[str, Any] = adapter.validate_python(raw)
+    except ValidationError as err:
+        raise EventError(_describe(err)) from None
+    order = _ORDERED.get(etype)
+    if order and event[order[1]] < event[order[0]]:
+        raise EventError(f"{order[1]}: is before {order[0]}")
+    if etype == "checkpoint":
+        committed = event.get("committed")
+        if committed is not None and committed < event["blocking_end"]:
+            raise EventError("committed: is before blocking_end")
+        event.setdefault("ok", True)
+    if etype in ("job_submitted", "job_ended"):
+        event["attempt"] = None
+    return event
+
+
+def event_time(event: dict[str, Any]) -> float:
+    """The instant an event is about (its ts, else its start)."""
+    return event["ts"] if "ts" in event else event["start"]

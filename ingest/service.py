@@ -1,0 +1,243 @@
+"""Store a validated batch: dedupe, keep rejects with their reason, mark touched jobs for recompute."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from backend.auth.models import ApiToken
+from backend.auth.service import allows_model
+from backend.db import insert_for
+from backend.jobs.models import Job, Model
+from ingest.models import RawEvent, RejectedEvent
+from ingest.schema import EventError, event_time, validate_event
+
+MAX_KEPT_RAW_CHARS = 65_536
+
+
+class ModelNotAllowed(Exception):
+    """The token may not write a job of this batch (answered 403)."""
+
+
+@dataclass
+class IngestResult:
+    """What one batch did."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)
+
+
+def _raw_text(raw: Any) -> str:
+    try:
+        text = json.dumps(raw, default=str, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(raw)
+    return text[:MAX_KEPT_RAW_CHARS]
+
+
+def _str_field(raw: Any, name: str, limit: int) -> str | None:
+    value = raw.get(name) if isinstance(raw, dict) else None
+    return value[:limit] if isinstance(value, str) else None
+
+
+def _job_models(db_session: Session, job_ids: set[str]) -> dict[str, str | None]:
+    rows = db_session.execute(select(Job.job_id, Job.model).where(Job.job_id.in_(job_ids)))
+    return {job_id: model for job_id, model in rows}
+
+
+def _resolve_models(
+    db_session: Session,
+    token: ApiToken | None,
+    valid: list[tuple[int, dict[str, Any]]],
+    reject: Any,
+) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, str | None]]:
+    """Each job's model (stored, or from its job_submitted); refuse what the token may not write."""
+    known = _job_models(db_session, {ev["job_id"] for _, ev in valid})
+    models: dict[str, str | None] = dict(known)
+    kept = []
+    for index, ev in valid:
+        job_id = ev["job_id"]
+        if ev["type"] == "job_submitted":
+            stored = known.get(job_id)
+            if stored is not None and stored != ev["model"]:
+                reject(index, ev, f"model: job {job_id!r} belongs to model {stored!r} already")
+                continue
+            if models.get(job_id) is None:
+                models[job_id] = ev["model"]
+        else:
+            models.setdefault(job_id, None)
+        kept.append((index, ev))
+    if token is not None and token.models:
+        for job_id, model in models.items():
+            if model is None and len(token.models) == 1:
+                models[job_id] = model = token.models[0]
+            if not allows_model(token, model):
+                what = (
+                    f"model {model!r}" if model else "no model yet (send its job_submitted first)"
+                )
+                raise ModelNotAllowed(
+                    f"token {token.name!r} may write only jobs of {', '.join(token.models)}; "
+                    f"job {job_id!r} has {what}"
+                )
+    return kept, models
+
+
+def ingest_batch(
+    *, db_session: Session, events: list[Any], token: ApiToken | None, now: float | None = None
+) -> IngestResult:
+    """Validate and store one batch in one transaction; commit is the caller's."""
+    now = time.time() if now is None else now
+    result = IngestResult()
+    rejected_rows: list[dict[str, Any]] = []
+    token_name = token.name if token is not None else None
+
+    def reject(index: int, raw: Any, error: str) -> None:
+        event_id = _str_field(raw, "event_id", 64)
+        result.rejected.append({"index": index, "event_id": event_id, "error": error})
+        rejected_rows.append(
+            {
+                "received_at": now,
+                "job_id": _str_field(raw, "job_id", 128),
+                "event_id": event_id,
+                "batch_index": index,
+                "error": error,
+                "raw": _raw_text(raw),
+                "token_name": token_name,
+            }
+        )
+
+    valid: list[tuple[int, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(events):
+        try:
+            ev = validate_event(raw)
+        except EventError as err:
+            reject(index, raw, str(err))
+            continue
+        if ev["event_id"] in seen:
+            result.duplicates += 1
+            continue
+        seen.add(ev["event_id"])
+        valid.append((index, ev))
+
+    if valid:
+        valid, models = _resolve_models(db_session, token, valid, reject)
+    if valid:
+        inserted = _insert_raw(db_session, [ev for _, ev in valid], now)
+        result.accepted = len(inserted)
+        result.duplicates += len(valid) - len(inserted)
+        new = [ev for _, ev in valid if ev["event_id"] in inserted]
+        result.job_ids = _mark_jobs(db_session, new, models, now)
+    if rejected_rows:
+        db_session.execute(insert_for(db_session, RejectedEvent.__table__), rejected_rows)
+    result.rejected.sort(key=lambda r: r["index"])
+    return result
+
+
+def _insert_raw(db_session: Session, events: list[dict[str, Any]], now: float) -> set[str]:
+    rows = [
+        {
+            "event_id": ev["event_id"],
+            "job_id": ev["job_id"],
+            "type": ev["type"],
+            "attempt": ev["attempt"],
+            "ts": event_time(ev),
+            "received_at": now,
+            "payload": ev,
+        }
+        for ev in events
+    ]
+    stmt = (
+        insert_for(db_session, RawEvent.__table__)
+        .on_conflict_do_nothing(index_elements=["event_id"])
+        .returning(RawEvent.__table__.c.event_id)
+    )
+    return set(db_session.scalars(stmt, rows))
+
+
+def _mark_jobs(
+    db_session: Session,
+    events: list[dict[str, Any]],
+    models: dict[str, str | None],
+    now: float,
+) -> list[str]:
+    """Upsert models and jobs touched by new events, flagging each job for recompute."""
+    last_seen: dict[str, float] = {}
+    owners: dict[str, str | None] = {}
+    for ev in events:
+        t = event_time(ev)
+        if t > last_seen.get(ev["job_id"], -1.0):
+            last_seen[ev["job_id"]] = t
+        if ev["type"] == "job_submitted":
+            owner = ev.get("labels", {}).get("owner")
+            if owner or ev["model"] not in owners:
+                owners[ev["model"]] = owner
+    for job_id in last_seen:
+        model = models.get(job_id)
+        if model is not None and model not in owners:
+            owners[model] = None
+    if owners:
+        mt = Model.__table__
+        stmt = insert_for(db_session, mt)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["name"],
+            set_={"owner": func.coalesce(stmt.excluded.owner, mt.c.owner)},
+        )
+        db_session.execute(
+            stmt,
+            [
+                {"name": m, "owner": o, "labels": {}, "created_at": now}
+                for m, o in sorted(owners.items())
+            ],
+        )
+    jt = Job.__table__
+    stmt = insert_for(db_session, jt)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["job_id"],
+        set_={
+            "dirty": True,
+            "updated_at": stmt.excluded.updated_at,
+            "model": func.coalesce(jt.c.model, stmt.excluded.model),
+            "last_event_at": case(
+                (jt.c.last_event_at.is_(None), stmt.excluded.last_event_at),
+                (jt.c.last_event_at > stmt.excluded.last_event_at, jt.c.last_event_at),
+                else_=stmt.excluded.last_event_at,
+            ),
+        },
+    )
+    job_ids = sorted(last_seen)  # a fixed order, so concurrent batches lock rows alike
+    if job_ids:
+        db_session.execute(
+            stmt,
+            [
+                {
+                    "job_id": j,
+                    "model": models.get(j),
+                    "labels": {},
+                    "config": {},
+                    "dirty": True,
+                    "last_event_at": last_seen[j],
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for j in job_ids
+            ],
+        )
+    return job_ids
+
+
+def list_rejected(
+    *, db_session: Session, job_id: str | None = None, limit: int = 100, offset: int = 0
+) -> list[RejectedEvent]:
+    """Rejected events, newest first, for an operator."""
+    stmt = select(RejectedEvent).order_by(RejectedEvent.id.desc()).limit(limit).offset(offset)
+    if job_id is not None:
+        stmt = stmt.where(RejectedEvent.job_id == job_id)
+    return list(db_session.scalars(stmt))

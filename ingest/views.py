@@ -1,0 +1,187 @@
+"""POST /api/v1/events: wire protocol v1 (SPEC section 3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from backend.auth.deps import ReadAccess, authenticate
+from backend.deps import SessionDep
+from backend.timefmt import rfc3339
+from ingest import service
+
+log = logging.getLogger("ett.ingest")
+router = APIRouter(tags=["ingest"])
+
+
+class Rejection(BaseModel):
+    """One event the batch could not store, and why."""
+
+    index: int
+    event_id: str | None
+    error: str
+
+
+class IngestResponse(BaseModel):
+    """Counts for one batch."""
+
+    accepted: int
+    duplicates: int
+    rejected: list[Rejection]
+
+
+class RejectedEventRead(BaseModel):
+    """A rejected event as kept for operators."""
+
+    received_at: str
+    job_id: str | None
+    event_id: str | None
+    batch_index: int
+    error: str
+    raw: str
+    token_name: str | None
+
+
+def _reject_constant(name: str) -> float:
+    # json accepts NaN/Infinity; keep them so the event, not the batch, is refused.
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[name]
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise HTTPException(400, f"body is not valid JSON: {err}") from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(
+                413, f"body is over the {limit} byte limit; split the batch and send it again"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["events"],
+                    "properties": {
+                        "events": {
+                            "type": "array",
+                            "maxItems": 10_000,
+                            "items": {"type": "object"},
+                            "description": "Wire protocol v1 events (SPEC section 3).",
+                        }
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/events",
+    response_model=IngestResponse,
+    openapi_extra=_BODY_DOC,
+    responses={
+        400: {"description": "body not JSON or not {'events': [...]}"},
+        401: {"description": "no or bad token"},
+        403: {"description": "token not allowed for this job's model"},
+        413: {"description": "over 10,000 events or 5 MiB"},
+        415: {"description": "not application/json"},
+    },
+)
+async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:
+    """Store a batch of events; valid ones are kept even when others are rejected."""
+    settings = request.app.state.settings
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        raise HTTPException(
+            413, f"body of {declared} bytes is over the {settings.max_body_bytes} byte limit"
+        )
+    token = await run_in_threadpool(authenticate, request, db_session, "ingest")
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json":
+        raise HTTPException(
+            415, f"content type must be application/json, not {ctype or 'missing'!r}"
+        )
+    body = await _read_body(request, settings.max_body_bytes)
+    doc = _parse(body)
+    if not isinstance(doc, dict) or not isinstance(doc.get("events"), list):
+        raise HTTPException(400, 'body must be a JSON object {"events": [ ... ]}')
+    events = doc["events"]
+    if len(events) > settings.max_batch_events:
+        raise HTTPException(
+            413,
+            f"batch of {len(events)} events is over the {settings.max_batch_events} event "
+            "limit; split it",
+        )
+    result = await run_in_threadpool(_store, db_session, events, token)
+    hook = getattr(request.app.state, "on_ingested", None)
+    if hook is not None and result.job_ids:
+        await run_in_threadpool(hook, result.job_ids)
+    return IngestResponse(
+        accepted=result.accepted,
+        duplicates=result.duplicates,
+        rejected=[Rejection(**r) for r in result.rejected],
+    )
+
+
+def _store(db_session: Any, events: list[Any], token: Any) -> service.IngestResult:
+    try:
+        result = service.ingest_batch(db_session=db_session, events=events, token=token)
+        db_session.commit()
+    except service.ModelNotAllowed as err:
+        db_session.rollback()
+        raise HTTPException(403, str(err)) from None
+    except Exception:
+        db_session.rollback()
+        raise
+    if result.rejected:
+        log.warning("rejected %d of %d events", len(result.rejected), len(events))
+    return result
+
+
+@router.get("/events/rejected", response_model=list[RejectedEventRead])
+def get_rejected(
+    db_session: SessionDep,
+    _access: ReadAccess,
+    job_id: str | None = None,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> list[RejectedEventRead]:
+    """Events that ingest refused, newest first, with the reason."""
+    rows = service.list_rejected(db_session=db_session, job_id=job_id, limit=limit, offset=offset)
+    return [
+        RejectedEventRead(
+            received_at=rfc3339(r.received_at) or "",
+            job_id=r.job_id,
+            event_id=r.event_id,
+            batch_index=r.batch_index,
+            error=r.error,
+            raw=r.raw,
+            token_name=r.token_name,
+        )
+        for r in rows
+    ]

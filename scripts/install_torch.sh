@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The agent's optional PyTorch/TorchRec hooks: torch 2.13.0 (CPU), fbgemm-gpu-cpu 1.8.0, torchrec 1.8.0.
+# torchrec goes in with --no-deps (its pinned deps would pull a CUDA torch), then its small needs.
+set -euo pipefail
+PY=${1:-.venv/bin/python}
+"$PY" -m pip install -q torch==2.13.0
+"$PY" -m pip install -q fbgemm-gpu-cpu==1.8.0
+"$PY" -m pip install -q --no-deps torchrec==1.8.0
+"$PY" -m pip install -q iopath tensordict pyre-extensions typing-inspect

@@ -1,0 +1,352 @@
+"""POST /api/v1/events against SPEC section 3, on SQLite and Postgres."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from backend.jobs.models import Job, Model
+from ingest.models import RawEvent, RejectedEvent
+from tests.conftest import post_events
+
+T0 = 1_777_000_000.0
+
+
+def ev(event_id: str, type_: str, job_id: str = "job-1", **fields: Any) -> dict[str, Any]:
+    """One wire event."""
+    return {"event_id": event_id, "job_id": job_id, "type": type_, **fields}
+
+
+VALID = {
+    "job_submitted": dict(ts=T0, model="m-a", gpus=8, labels={"owner": "ranking"}),
+    "attempt_started": dict(attempt=0, ts=T0 + 1, gpus=8, host="h1"),
+    "phase": dict(attempt=0, phase="trainer_init.process_group", start=T0 + 2, end=T0 + 3),
+    "phase_started": dict(attempt=0, phase="pt2_compile", start=T0 + 3),
+    "progress": dict(
+        attempt=0, start=T0 + 4, end=T0 + 34, cursor_start=0, cursor_end=100, steps=10
+    ),
+    "checkpoint": dict(attempt=0, start=T0 + 40, blocking_end=T0 + 42, committed=T0 + 50),
+    "failure": dict(attempt=0, ts=T0 + 60, kind="preemption", message="node drained"),
+    "heartbeat": dict(attempt=0, ts=T0 + 61),
+    "attempt_ended": dict(attempt=0, ts=T0 + 62, reason="preempted"),
+    "job_ended": dict(ts=T0 + 70, status="failed"),
+}
+REQUIRED = {
+    "job_submitted": ["ts", "model", "gpus"],
+    "attempt_started": ["ts", "attempt"],
+    "phase": ["phase", "start", "end", "attempt"],
+    "phase_started": ["phase", "start", "attempt"],
+    "progress": ["start", "end", "cursor_start", "cursor_end", "steps", "attempt"],
+    "checkpoint": ["start", "blocking_end", "attempt"],
+    "failure": ["ts", "kind", "attempt"],
+    "heartbeat": ["ts", "attempt"],
+    "attempt_ended": ["ts", "reason", "attempt"],
+    "job_ended": ["ts", "status"],
+}
+
+
+def count(database: Any, model: Any) -> int:
+    """Rows in a table."""
+    with database.session() as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+def test_every_type_accepted_and_normalized(post, database) -> None:
+    events = [ev(f"e-{t}", t, **f) for t, f in VALID.items()]
+    r = post(events)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": len(VALID), "duplicates": 0, "rejected": []}
+    with database.session() as s:
+        rows = {e.event_id: e for e in s.scalars(select(RawEvent))}
+        job = s.get(Job, "job-1")
+        model = s.get(Model, "m-a")
+    assert set(rows) == {f"e-{t}" for t in VALID}
+    assert rows["e-job_submitted"].attempt is None
+    assert rows["e-checkpoint"].payload["ok"] is True
+    assert rows["e-progress"].ts == T0 + 4
+    assert job is not None and job.model == "m-a"
+    assert model is not None and model.owner == "ranking"
+
+
+@pytest.mark.parametrize(
+    ("type_", "missing"), [(t, f) for t, fields in REQUIRED.items() for f in fields]
+)
+def test_each_required_field(post, database, type_: str, missing: str) -> None:
+    event = ev("x1", type_, **VALID[type_])
+    event.pop(missing, None)
+    r = post([event])
+    assert r.status_code == 200
+    body = r.json()
+    assert body["accepted"] == 0
+    assert body["rejected"][0]["index"] == 0
+    assert body["rejected"][0]["error"].startswith(f"{missing}:"), body
+
+
+def test_partial_acceptance_keeps_rejects_with_reason(post, database) -> None:
+    good = ev("g1", "heartbeat", attempt=0, ts=T0)
+    bad = ev("b1", "heartbeat", attempt=0, ts="2026-05-01T12:00:00")  # no offset
+    r = post([good, bad, "not an object"])
+    body = r.json()
+    assert body["accepted"] == 1
+    assert [x["index"] for x in body["rejected"]] == [1, 2]
+    assert "offset" in body["rejected"][0]["error"]
+    assert body["rejected"][1]["error"].startswith("event:")
+    with database.session() as s:
+        kept = s.scalars(select(RejectedEvent).order_by(RejectedEvent.batch_index)).all()
+    assert [k.event_id for k in kept] == ["b1", None]
+    assert json.loads(kept[0].raw)["ts"] == "2026-05-01T12:00:00"
+    assert "offset" in kept[0].error
+
+
+def test_rejected_events_readable_by_operator(client, post) -> None:
+    post(
+        [
+            ev(
+                "b1",
+                "progress",
+                attempt=0,
+                start=T0,
+                end=T0 - 5,
+                cursor_start=0,
+                cursor_end=1,
+                steps=1,
+            )
+        ]
+    )
+    r = client.get("/api/v1/events/rejected")
+    assert r.status_code == 200
+    [row] = r.json()
+    assert row["event_id"] == "b1" and row["error"] == "end: is before start"
+
+
+@pytest.mark.parametrize(
+    ("fields", "error_start"),
+    [
+        (dict(event_id="e" * 65), "event_id:"),
+        (dict(ts="2026-05-01T12:00:00"), "ts:"),
+        (dict(ts=-5.0), "ts:"),
+        (dict(ts=True), "ts:"),
+        (dict(ts=1_777_000_000_000.0), "ts:"),  # milliseconds
+        (dict(attempt=-1), "attempt:"),
+        (dict(attempt="0"), "attempt:"),
+        (dict(job_id=""), "job_id:"),
+        (dict(job_id="j" * 129), "job_id:"),
+        (dict(surprise=1), "surprise:"),
+    ],
+)
+def test_field_errors_name_the_field(post, fields: dict[str, Any], error_start: str) -> None:
+    event = {**ev("e1", "heartbeat", attempt=0, ts=T0), **fields}
+    body = post([event]).json()
+    assert body["accepted"] == 0
+    assert body["rejected"][0]["error"].startswith(error_start), body
+
+
+def test_nan_and_negative_numbers_rejected_per_event(client, ingest_token) -> None:
+    nan_event = (
+        '{"event_id":"n1","job_id":"j","type":"progress","attempt":0,"start":1777000000,'
+        '"end":1777000010,"cursor_start":NaN,"cursor_end":5,"steps":1}'
+    )
+    neg = json.dumps(
+        ev(
+            "n2",
+            "progress",
+            job_id="j",
+            attempt=0,
+            start=T0,
+            end=T0 + 1,
+            cursor_start=0,
+            cursor_end=-3,
+            steps=1,
+        )
+    )
+    gpus = json.dumps(ev("n3", "job_submitted", job_id="j", ts=T0, model="m", gpus=0))
+    steps = json.dumps(
+        ev(
+            "n4",
+            "progress",
+            job_id="j",
+            attempt=0,
+            start=T0,
+            end=T0 + 1,
+            cursor_start=0,
+            cursor_end=3,
+            steps=-1,
+        )
+    )
+    body = f'{{"events": [{nan_event}, {neg}, {gpus}, {steps}]}}'
+    r = client.post(
+        "/api/v1/events",
+        content=body,
+        headers={"Authorization": f"Bearer {ingest_token}", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200
+    errors = [x["error"] for x in r.json()["rejected"]]
+    assert errors[0].startswith("cursor_start:") and "finite" in errors[0]
+    assert errors[1].startswith("cursor_end:")
+    assert errors[2].startswith("gpus:")
+    assert errors[3].startswith("steps:")
+
+
+def test_unknown_phase_and_type(post) -> None:
+    body = post(
+        [
+            ev("p1", "phase", attempt=0, phase="warmup", start=T0, end=T0 + 1),
+            ev("p2", "phase", attempt=0, phase="custom.feature_sync", start=T0, end=T0 + 1),
+            ev("p3", "teleport", attempt=0),
+        ]
+    ).json()
+    assert body["accepted"] == 1
+    assert body["rejected"][0]["error"].startswith("phase: unknown phase 'warmup'")
+    assert body["rejected"][1]["error"].startswith("type: 'teleport' is not one of")
+
+
+def test_duplicates_counted_and_stored_once(post, database) -> None:
+    e = ev("d1", "heartbeat", attempt=0, ts=T0)
+    first = post([e, e]).json()
+    again = post([e]).json()
+    assert first == {"accepted": 1, "duplicates": 1, "rejected": []}
+    assert again == {"accepted": 0, "duplicates": 1, "rejected": []}
+    assert count(database, RawEvent) == 1
+
+
+def test_concurrent_duplicate_posts_store_once(app, ingest_token, database) -> None:
+    from fastapi.testclient import TestClient
+
+    events = [
+        ev(f"c{i}", "heartbeat", job_id=f"job-{i % 7}", attempt=0, ts=T0 + i) for i in range(300)
+    ]
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            with TestClient(app) as c:
+                r = post_events(c, ingest_token, events)
+                assert r.status_code == 200, r.text
+                results.append(r.json())
+        except BaseException as err:  # noqa: BLE001 - surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=send) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sum(r["accepted"] for r in results) == 300
+    assert sum(r["duplicates"] for r in results) == 300 * 5
+    assert count(database, RawEvent) == 300
+
+
+def test_no_token_bad_token_wrong_scope(client, make_token) -> None:
+    batch = {"events": [ev("a1", "heartbeat", attempt=0, ts=T0)]}
+    r = client.post("/api/v1/events", json=batch)
+    assert r.status_code == 401 and "bearer token" in r.json()["detail"]
+    r = client.post("/api/v1/events", json=batch, headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 401 and "unknown" in r.json()["detail"]
+    read = make_token("read")
+    r = client.post("/api/v1/events", json=batch, headers={"Authorization": f"Bearer {read}"})
+    assert r.status_code == 403 and "scope" in r.json()["detail"]
+
+
+def test_token_for_model_a_refused_on_model_b(client, make_token, database) -> None:
+    token_a = make_token("ingest", models=["A"])
+    admin = make_token("admin")
+    sub_b = ev("s-b", "job_submitted", job_id="job-b", ts=T0, model="B", gpus=8)
+    assert post_events(client, admin, [sub_b]).json()["accepted"] == 1
+    r = post_events(client, token_a, [ev("h-b", "heartbeat", job_id="job-b", attempt=0, ts=T0)])
+    assert r.status_code == 403
+    assert "'job-b'" in r.json()["detail"] and "'B'" in r.json()["detail"]
+    r = post_events(
+        client, token_a, [ev("s-b2", "job_submitted", job_id="job-c", ts=T0, model="B", gpus=1)]
+    )
+    assert r.status_code == 403
+    ok = post_events(
+        client,
+        token_a,
+        [
+            ev("s-a", "job_submitted", job_id="job-a", ts=T0, model="A", gpus=1),
+            ev("h-a", "heartbeat", job_id="job-a", attempt=0, ts=T0),
+        ],
+    )
+    assert ok.status_code == 200 and ok.json()["accepted"] == 2
+    # A single-model token may send a job's events before its job_submitted.
+    early = post_events(client, token_a, [ev("h-x", "heartbeat", job_id="job-x", attempt=0, ts=T0)])
+    assert early.status_code == 200 and early.json()["accepted"] == 1
+    with database.session() as s:
+        assert s.get(Job, "job-x").model == "A"
+        # Nothing of the refused batches was stored.
+        assert s.scalar(select(func.count()).select_from(RawEvent)) == 4
+
+
+def test_resubmission_under_another_model_rejected(post) -> None:
+    post([ev("s1", "job_submitted", ts=T0, model="m-a", gpus=8)])
+    body = post([ev("s2", "job_submitted", ts=T0, model="m-b", gpus=8)]).json()
+    assert body["accepted"] == 0
+    assert "belongs to model 'm-a'" in body["rejected"][0]["error"]
+
+
+def test_ten_thousand_accepted_ten_thousand_and_one_refused(post, database) -> None:
+    events = [
+        ev(f"big{i}", "heartbeat", job_id=f"job-{i % 50}", attempt=0, ts=T0 + i)
+        for i in range(10_001)
+    ]
+    r = post(events)
+    assert r.status_code == 413 and "10001" in r.json()["detail"]
+    assert count(database, RawEvent) == 0
+    r = post(events[:10_000])
+    assert r.status_code == 200 and r.json()["accepted"] == 10_000
+    assert count(database, RawEvent) == 10_000
+
+
+def test_body_over_five_mib_refused(client, ingest_token) -> None:
+    pad = "x" * 4000
+    events = [
+        ev(f"p{i}", "failure", attempt=0, ts=T0, kind="unknown", message=pad) for i in range(1400)
+    ]
+    r = client.post(
+        "/api/v1/events",
+        content=json.dumps({"events": events}),
+        headers={"Authorization": f"Bearer {ingest_token}", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413 and "byte limit" in r.json()["detail"]
+
+
+def test_not_json_and_wrong_shape_and_content_type(client, ingest_token) -> None:
+    auth = {"Authorization": f"Bearer {ingest_token}"}
+    r = client.post(
+        "/api/v1/events", content=b"{nope", headers={**auth, "Content-Type": "application/json"}
+    )
+    assert r.status_code == 400 and "not valid JSON" in r.json()["detail"]
+    r = client.post("/api/v1/events", json=[1, 2], headers=auth)
+    assert r.status_code == 400 and '"events"' in r.json()["detail"]
+    r = client.post(
+        "/api/v1/events", content=b'{"events": []}', headers={**auth, "Content-Type": "text/plain"}
+    )
+    assert r.status_code == 415 and "text/plain" in r.json()["detail"]
+
+
+def test_healthz_and_stale_schema_refusal(client, database, settings) -> None:
+    body = client.get("/healthz").json()
+    assert body["status"] == "ok" and body["database"] == database.dialect
+
+
+def test_read_token_required(settings, database, make_token) -> None:
+    from fastapi.testclient import TestClient
+
+    from backend.app import create_app
+
+    locked = settings.model_copy(update={"read_token_required": True})
+    app = create_app(locked, database=database, start_workers=False, with_dashboard=False)
+    with TestClient(app) as c:
+        assert c.get("/api/v1/events/rejected").status_code == 401
+        reader = make_token("read")
+        ingester = make_token("ingest")
+        r = c.get("/api/v1/events/rejected", headers={"Authorization": f"Bearer {reader}"})
+        assert r.status_code == 200 and r.json() == []
+        r = c.get("/api/v1/events/rejected", headers={"Authorization": f"Bearer {ingester}"})
+        assert r.status_code == 403
