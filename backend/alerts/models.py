@@ -1,0 +1,212 @@
+"""Alert tables: SLOs, owners' channels, alert states, silences, acks, the outbox and its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, JSONType
+from backend.types import BigIntPK
+
+
+class Slo(Base):
+    """One SLO, loaded from the SLO file or written through the admin API."""
+
+    __tablename__ = "slos"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    component: Mapped[str] = mapped_column(String(64))
+    indicator: Mapped[str] = mapped_column(String(32))
+    objective: Mapped[float] = mapped_column(Float)
+    # The whole validated spec (SloSpec.to_doc()); the columns above are for filtering.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_slos_owner", "owner"),)
+
+
+class AlertChannel(Base):
+    """One of an owner's notification channels."""
+
+    __tablename__ = "alert_channels"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(2048))
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (UniqueConstraint("owner", "name", name="uq_alert_channels_owner_name"),)
+
+
+class AlertState(Base):
+    """The state of one alert instance (an SLO, for its whole scope or one model)."""
+
+    __tablename__ = "alert_states"
+
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    slo_name: Mapped[str] = mapped_column(String(128))
+    owner: Mapped[str] = mapped_column(String(128))
+    component: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    severity: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # inactive | pending | firing | resolved
+    state: Mapped[str] = mapped_column(String(16))
+    value: Mapped[float | None] = mapped_column(Float)
+    objective: Mapped[float] = mapped_column(Float)
+    breach_started_at: Mapped[float | None] = mapped_column(Float)
+    fired_at: Mapped[float | None] = mapped_column(Float)
+    resolved_at: Mapped[float | None] = mapped_column(Float)
+    last_evaluated_at: Mapped[float] = mapped_column(Float)
+    # One firing-to-resolved cycle is an episode; notices are unique per (fingerprint, episode, kind).
+    episode: Mapped[int] = mapped_column(Integer, default=0)
+    # True once this episode's firing notice was queued: only then does a resolved notice follow.
+    notified_firing: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Optimistic concurrency: every write is UPDATE ... WHERE version = :seen.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+    __table_args__ = (
+        Index("ix_alert_states_owner_state", "owner", "state"),
+        Index("ix_alert_states_slo_name", "slo_name"),
+    )
+
+
+class Silence(Base):
+    """Mutes notices of alerts whose labels match, until it expires."""
+
+    __tablename__ = "alert_silences"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    owner: Mapped[str | None] = mapped_column(String(128))
+    component: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    starts_at: Mapped[float] = mapped_column(Float)
+    ends_at: Mapped[float] = mapped_column(Float)
+    comment: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_alert_silences_ends_at", "ends_at"),)
+
+
+class Acknowledgement(Base):
+    """Someone took an alert's current episode in hand."""
+
+    __tablename__ = "alert_acks"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    fingerprint: Mapped[str] = mapped_column(
+        String(64), ForeignKey("alert_states.fingerprint", ondelete="CASCADE")
+    )
+    episode: Mapped[int] = mapped_column(Integer)
+    acknowledged_by: Mapped[str] = mapped_column(String(128))
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_alert_acks_fingerprint", "fingerprint"),)
+
+
+class Notification(Base):
+    """The outbox: one notice to send, written in the same transaction as the state change."""
+
+    __tablename__ = "alert_notifications"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    episode: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))  # firing | resolved
+    owner: Mapped[str] = mapped_column(String(128))
+    message: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    # pending | sending | sent | failed | silenced
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    claimed_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+    __table_args__ = (
+        UniqueConstraint("fingerprint", "episode", "kind", name="uq_alert_notifications_notice"),
+        Index("ix_alert_notifications_status", "status"),
+    )
+
+
+class Delivery(Base):
+    """The delivery log: one row per attempt at one channel."""
+
+    __tablename__ = "alert_deliveries"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    notification_id: Mapped[int | None] = mapped_column(
+        BigIntPK, ForeignKey("alert_notifications.id", ondelete="SET NULL")
+    )
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(128))
+    channel: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[float] = mapped_column(Float)
+    duration_s: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_alert_deliveries_at", "at"),
+        Index("ix_alert_deliveries_notification_id", "notification_id"),
+    )
+
+
+class EvaluatorLease(Base):
+    """Who may evaluate now: one row per lease name, taken by a conditional UPDATE."""
+
+    __tablename__ = "alert_evaluator_lease"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(128))
+    expires_at: Mapped[float] = mapped_column(Float)
+    acquired_at: Mapped[float | None] = mapped_column(Float)
+
+
+# ---- API shapes --------------------------------------------------------------------------------
+
+
+class SilenceCreate(BaseModel):
+    """POST /api/v1/silences: at least one matcher, an expiry (or a duration), a comment."""
+
+    owner: str | None = None
+    component: str | None = None
+    model: str | None = None
+    starts_at: str | float | None = None
+    ends_at: str | float | None = None
+    duration: str | float | None = Field(default=None, description="e.g. 2h, instead of ends_at")
+    comment: str = Field(min_length=1, max_length=4096)
+    created_by: str = Field(default="api", max_length=128)
+
+
+class AckCreate(BaseModel):
+    """POST /api/v1/alerts/{fingerprint}/ack."""
+
+    acknowledged_by: str = Field(min_length=1, max_length=128)
+    comment: str = Field(default="", max_length=4096)
