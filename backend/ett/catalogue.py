@@ -1,0 +1,129 @@
+"""The phase catalogue of SPEC section 4: phase -> Level-2 component -> default owner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Level-2 components, in the order the REST answer and the views list them.
+COMPONENTS: tuple[str, ...] = (
+    "scheduling",
+    "hardware_setup",
+    "trainer_init",
+    "pt2_compile",
+    "effective_training",
+    "wasted_training",
+    "shutdown",
+    "unattributed",
+)
+
+# Components a phase span (catalogue or configured custom phase) may land in.
+PHASE_COMPONENTS: frozenset[str] = frozenset(
+    {"scheduling", "hardware_setup", "trainer_init", "pt2_compile", "shutdown", "unattributed"}
+)
+
+# The three kinds of wasted training (the `phase` of a wasted_training interval).
+WASTE_KINDS: tuple[str, ...] = ("replay", "checkpoint_blocking", "stalled")
+
+FAILURE_KINDS: tuple[str, ...] = ("preemption", "app_error", "infra", "induced", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEntry:
+    """One catalogue row: a phase, the component it lands in, and the team that owns it."""
+
+    phase: str
+    component: str
+    owner: str
+
+
+# Catalogue order also breaks ties in partition rule 3 (earlier row wins).
+CATALOGUE: tuple[PhaseEntry, ...] = (
+    PhaseEntry("scheduling", "scheduling", "scheduler"),
+    PhaseEntry("hardware_setup", "hardware_setup", "cluster"),
+    PhaseEntry("trainer_init", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.device_init", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.process_group", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.preprocessing", "trainer_init", "data"),
+    PhaseEntry("trainer_init.train_module", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.plugins", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.pre_training_setup", "trainer_init", "trainer"),
+    PhaseEntry("trainer_init.first_batch", "trainer_init", "data"),
+    PhaseEntry("checkpoint_restore", "trainer_init", "checkpoint"),
+    PhaseEntry("pt2_compile", "pt2_compile", "compiler"),
+    PhaseEntry("shutdown", "shutdown", "trainer"),
+    PhaseEntry("publish", "shutdown", "publishing"),
+)
+
+# Owners of the parts of a job that are not phases.
+NON_PHASE_OWNERS: Mapping[str, str | None] = {
+    "effective_training": None,
+    "replay": "checkpoint",
+    "checkpoint_blocking": "checkpoint",
+    "stalled": "data",
+    "unattributed": None,
+}
+
+_BY_NAME: dict[str, PhaseEntry] = {e.phase: e for e in CATALOGUE}
+_RANK: dict[str, int] = {e.phase: i for i, e in enumerate(CATALOGUE)}
+# Families whose sub-stages (`<family>.<anything>`) inherit the family's row.
+_FAMILIES: tuple[str, ...] = ("trainer_init", "pt2_compile")
+CUSTOM_PREFIX = "custom."
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Where a phase name lands: its component, and whether the catalogue or config knew it."""
+
+    component: str
+    known: bool
+
+
+def resolve_phase(phase: str, custom_phases: Mapping[str, str] | None = None) -> Resolution:
+    """Map a phase name to its component; unknown or unmapped names land in unattributed."""
+    entry = _BY_NAME.get(phase)
+    if entry is not None:
+        return Resolution(entry.component, True)
+    for family in _FAMILIES:
+        if phase.startswith(family + "."):
+            return Resolution(_BY_NAME[family].component, True)
+    if custom_phases:
+        # The most specific configured ancestor wins: `custom.a.b` falls back to `custom.a`.
+        name = phase
+        while True:
+            mapped = custom_phases.get(name)
+            if mapped is not None:
+                if mapped in PHASE_COMPONENTS:
+                    return Resolution(mapped, True)
+                return Resolution("unattributed", False)
+            if "." not in name:
+                break
+            name = name.rsplit(".", 1)[0]
+    return Resolution("unattributed", False)
+
+
+def default_owner(phase: str) -> str | None:
+    """The default owning team of a phase (sub-stages inherit their family's owner)."""
+    entry = _BY_NAME.get(phase)
+    if entry is not None:
+        return entry.owner
+    for family in _FAMILIES:
+        if phase.startswith(family + "."):
+            return _BY_NAME[family].owner
+    return NON_PHASE_OWNERS.get(phase)
+
+
+def catalogue_rank(phase: str) -> int:
+    """Position of a phase in the catalogue (sub-stages after their family); unknown last."""
+    rank = _RANK.get(phase)
+    if rank is not None:
+        return rank
+    for family in _FAMILIES:
+        if phase.startswith(family + "."):
+            return _RANK[family]
+    return len(CATALOGUE)
+
+
+def is_ancestor(ancestor: str, phase: str) -> bool:
+    """True when `ancestor` is a strict name-ancestor of `phase` (`a` of `a.b`)."""
+    return len(phase) > len(ancestor) and phase.startswith(ancestor) and phase[len(ancestor)] == "."

@@ -1,0 +1,207 @@
+"""The ETT accounting engine: one job's raw events in, its partition and Level-1 metrics out.
+
+Pure and database-free. `compute_job` never raises on malformed timelines: every repair is a
+documented rule (backend.ett.timeline.WARNING_RULES) listed in the result's `warnings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
+from backend.ett.level1 import Level1, level1
+from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition
+from backend.ett.timeline import AttemptInfo, build_timeline
+
+
+@dataclass(slots=True)
+class Interval:
+    """One attributed piece of a job's wall time."""
+
+    start: float
+    end: float
+    attempt: int | None
+    component: str
+    phase: str | None
+
+    @property
+    def duration_s(self) -> float:
+        """Length in seconds."""
+        return self.end - self.start
+
+
+@dataclass(slots=True)
+class AttemptSummary:
+    """One attempt as the views and the attempts table show it."""
+
+    attempt: int
+    started_at: float
+    ended_at: float | None
+    reason: str | None
+    host: str | None
+    gpus: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape (times as epoch seconds)."""
+        return {
+            "attempt": self.attempt,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "reason": self.reason,
+            "host": self.host,
+            "gpus": self.gpus,
+        }
+
+
+@dataclass(slots=True)
+class JobETT:
+    """The engine's answer for one job."""
+
+    job_id: str | None
+    model: str | None
+    gpus: int
+    labels: dict[str, Any]
+    config: dict[str, Any]
+    status: str | None
+    provisional: bool
+    submitted_at: float
+    ended_at: float
+    e2e_s: float
+    components: dict[str, float]
+    wasted: dict[str, float]
+    l1: Level1
+    phases: dict[str, PhaseTime]
+    warnings: list[dict[str, Any]]
+    intervals: list[Interval] = field(default_factory=list)
+    attempts: list[AttemptSummary] = field(default_factory=list)
+
+    @property
+    def effective_s(self) -> float:
+        """Seconds of effective training."""
+        return self.components["effective_training"]
+
+    @property
+    def ett_pct(self) -> float:
+        """ETT% = effective / E2E x 100 (0 for an empty job)."""
+        return self.effective_s / self.e2e_s * 100.0 if self.e2e_s > 0 else 0.0
+
+    @property
+    def gpu_hours_lost(self) -> float:
+        """(E2E - effective) x gpus / 3600."""
+        return (self.e2e_s - self.effective_s) * self.gpus / 3600.0
+
+    def to_dict(
+        self,
+        *,
+        with_intervals: bool = True,
+        time_format: Callable[[float], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The REST shape of issue 3 item 4; times go through `time_format` (default: epoch floats)."""
+        fmt = time_format or (lambda t: t)
+        l1 = self.l1.to_dict()
+        for f in l1["failures"]:
+            f["ts"] = fmt(f["ts"])
+        out: dict[str, Any] = {
+            "job_id": self.job_id,
+            "model": self.model,
+            "gpus": self.gpus,
+            "labels": self.labels,
+            "status": self.status,
+            "provisional": self.provisional,
+            "submitted_at": fmt(self.submitted_at),
+            "ended_at": fmt(self.ended_at),
+            "e2e_s": self.e2e_s,
+            "effective_s": self.effective_s,
+            "ett_pct": self.ett_pct,
+            "gpu_hours_lost": self.gpu_hours_lost,
+            "components": dict(self.components),
+            "wasted": dict(self.wasted),
+            "l1": l1,
+            "phases": {
+                name: {"total_s": pt.total_s, "exposed_s": pt.exposed_s}
+                for name, pt in sorted(self.phases.items())
+            },
+            "attempts": [
+                {
+                    **a.to_dict(),
+                    "started_at": fmt(a.started_at),
+                    "ended_at": None if a.ended_at is None else fmt(a.ended_at),
+                }
+                for a in self.attempts
+            ],
+            "warnings": self.warnings,
+        }
+        if with_intervals:
+            out["intervals"] = [
+                {
+                    "start": fmt(iv.start),
+                    "end": fmt(iv.end),
+                    "attempt": iv.attempt,
+                    "component": iv.component,
+                    "phase": iv.phase,
+                }
+                for iv in self.intervals
+            ]
+        return out
+
+
+def _summaries(attempts: list[AttemptInfo]) -> list[AttemptSummary]:
+    return [
+        AttemptSummary(
+            attempt=a.attempt,
+            started_at=a.start,
+            ended_at=None if a.live else (a.ended_at if a.ended_at is not None else a.end),
+            reason=a.reason if a.reason is not None else (None if a.live else "failure"),
+            host=a.host,
+            gpus=a.gpus,
+        )
+        for a in sorted(attempts, key=lambda x: x.attempt)
+    ]
+
+
+def _sums(pieces: list[Piece]) -> tuple[dict[str, float], dict[str, float]]:
+    components = dict.fromkeys(COMPONENTS, 0.0)
+    wasted = dict.fromkeys(WASTE_KINDS, 0.0)
+    for s, e, _a, comp, phase in pieces:
+        components[comp] += e - s
+        if comp == WASTED and phase is not None:
+            wasted[phase] += e - s
+    return components, wasted
+
+
+def compute_job(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    now: float,
+    heartbeat_timeout_s: float = 300.0,
+    custom_phases: Mapping[str, str] | None = None,
+) -> JobETT:
+    """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""
+    tl = build_timeline(events, now=now, heartbeat_timeout_s=heartbeat_timeout_s)
+    part = partition(tl, custom_phases)
+    components, wasted = _sums(part.pieces)
+    l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
+    return JobETT(
+        job_id=tl.job_id,
+        model=tl.model,
+        gpus=tl.gpus,
+        labels=tl.labels,
+        config=tl.config,
+        status=tl.status,
+        provisional=tl.provisional,
+        submitted_at=tl.submitted_at,
+        ended_at=tl.ended_at,
+        e2e_s=tl.ended_at - tl.submitted_at,
+        components=components,
+        wasted=wasted,
+        l1=l1,
+        phases=part.phases,
+        warnings=tl.warnings.to_list(),
+        intervals=[Interval(*p) for p in part.pieces],
+        attempts=_summaries(tl.attempts),
+    )
+
+
+__all__ = ["EFFECTIVE", "AttemptSummary", "Interval", "JobETT", "compute_job"]

@@ -1,0 +1,304 @@
+"""SPEC section 4 "Partition": every instant of [submission, end] lands in exactly one component.
+
+Each rule builds one layer of sorted, disjoint pieces; the layers are then overlaid in rule order
+(checkpoint blocking over progress over phase spans over the implicit rules), so the result is a
+sweep over sorted boundaries and costs O(n log n) in the job's events.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import itemgetter
+
+from backend.ett.catalogue import Resolution, catalogue_rank, resolve_phase
+from backend.ett.timeline import Checkpoint, Span, Timeline, WarningLog, Window
+
+# A piece: (start, end, attempt, component, phase).
+Piece = tuple[float, float, int | None, str, str | None]
+
+EFFECTIVE = "effective_training"
+WASTED = "wasted_training"
+_start_key = itemgetter(0)
+
+
+@dataclass(slots=True)
+class PhaseTime:
+    """One phase's union of spans (total) and the time rule 3 or 4 actually gave it (exposed)."""
+
+    total_s: float = 0.0
+    exposed_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Partition:
+    """The attributed pieces covering [submission, end] and the per-phase times."""
+
+    pieces: list[Piece]
+    phases: dict[str, PhaseTime]
+
+
+def checkpoint_layer(checkpoints: list[Checkpoint]) -> list[Piece]:
+    """Rule 1: the union of checkpoints' blocking parts (earlier-starting save keeps overlap)."""
+    out: list[Piece] = []
+    cur = -math.inf
+    for c in sorted(checkpoints, key=lambda c: (c.start, c.event_id)):
+        s = c.start if c.start > cur else cur
+        if c.end > s:
+            out.append((s, c.end, c.attempt, WASTED, "checkpoint_blocking"))
+            cur = c.end
+    return out
+
+
+def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
+    """Rule 2: progress windows split into replay / effective by the cursor high-water mark."""
+    out: list[Piece] = []
+    append = out.append
+    prev_end = -math.inf
+    prev_id: str | None = None
+    hwm = -math.inf
+    for w in windows:
+        s, e, cs, ce, a = w.start, w.end, w.cursor_start, w.cursor_end, w.attempt
+        if s < prev_end:
+            warnings.add("overlapping_progress", prev_id, w.event_id)
+            if e <= prev_end:
+                continue
+            cs = cs + (ce - cs) * (prev_end - s) / (e - s)
+            s = prev_end
+        prev_end = e
+        prev_id = w.event_id
+        if ce <= cs:
+            if e > s:
+                append((s, e, a, WASTED, "stalled"))
+            if cs > hwm:
+                hwm = cs
+            continue
+        if e > s:
+            if hwm >= ce:
+                append((s, e, a, WASTED, "replay"))
+            elif hwm <= cs:
+                append((s, e, a, EFFECTIVE, None))
+            else:
+                cut = s + (hwm - cs) / (ce - cs) * (e - s)
+                if cut > s:
+                    append((s, cut, a, WASTED, "replay"))
+                if e > cut:
+                    append((cut, e, a, EFFECTIVE, None))
+        hwm = ce
+    return out
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def phase_layer(spans: list[Span], resolve: Mapping[str, Resolution]) -> list[Piece]:
+    """Rule 3: among active spans, ancestors yield to descendants; the latest end wins."""
+    keys: list[tuple[float, float, int, str, str]] = []
+    bounds: list[tuple[float, int, int]] = []
+    for i, sp in enumerate(spans):
+        # min-heap key: latest end, then later start, then catalogue order, then name, then id
+        keys.append((-sp.end, -sp.start, catalogue_rank(sp.phase), sp.phase, sp.event_id))
+        if sp.end > sp.start:
+            bounds.append((sp.start, 1, i))
+            bounds.append((sp.end, 0, i))
+    if not bounds:
+        return []
+    bounds.sort()
+    ancestors: dict[str, list[str]] = {}
+    name_heaps: dict[str, list[tuple[tuple[float, float, int, str, str], int]]] = {}
+    descendants: dict[str, int] = {}
+    ended = bytearray(len(spans))
+    eligible: list[tuple[tuple[float, float, int, str, str], str]] = []
+
+    def top(name: str) -> tuple[tuple[float, float, int, str, str], int] | None:
+        heap = name_heaps.get(name)
+        while heap and ended[heap[0][1]]:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def offer(name: str) -> None:
+        if descendants.get(name, 0) == 0:
+            best = top(name)
+            if best is not None:
+                heapq.heappush(eligible, (best[0], name))
+
+    def winner() -> int | None:
+        while eligible:
+            key, name = eligible[0]
+            best = top(name)
+            if best is not None and best[0] == key and descendants.get(name, 0) == 0:
+                return best[1]
+            heapq.heappop(eligible)
+        return None
+
+    out: list[Piece] = []
+    n = len(bounds)
+    k = 0
+    while k < n:
+        t = bounds[k][0]
+        while k < n and bounds[k][0] == t:
+            _, is_start, i = bounds[k]
+            k += 1
+            name = spans[i].phase
+            anc = ancestors.get(name)
+            if anc is None:
+                anc = ancestors[name] = _ancestors(name)
+            if is_start:
+                heapq.heappush(name_heaps.setdefault(name, []), (keys[i], i))
+                for q in anc:
+                    descendants[q] = descendants.get(q, 0) + 1
+                offer(name)
+            else:
+                ended[i] = 1
+                for q in anc:
+                    descendants[q] -= 1
+                    if descendants[q] == 0:
+                        offer(q)
+                offer(name)
+        if k < n:
+            w = winner()
+            if w is not None:
+                sp = spans[w]
+                out.append((t, bounds[k][0], sp.attempt, resolve[sp.phase].component, sp.phase))
+    return out
+
+
+def implicit_layer(tl: Timeline) -> list[Piece]:
+    """Rule 4 (and 5 inside attempts): scheduling, hardware_setup, shutdown; a full cover."""
+    out: list[Piece] = []
+    cur = tl.submitted_at
+    attempts = tl.attempts
+    warnings = tl.warnings
+    for i, info in enumerate(attempts):
+        start = max(info.start, cur)
+        end = info.end
+        if i + 1 < len(attempts) and end > attempts[i + 1].start:
+            warnings.add("overlapping_attempts", info.start_event, attempts[i + 1].start_event)
+            end = attempts[i + 1].start
+        end = max(end, start)
+        if start > cur:
+            out.append((cur, start, info.attempt, "scheduling", "scheduling"))
+        setup_end = min(max(info.first_span, start), end)
+        if setup_end > start:
+            out.append((start, setup_end, info.attempt, "hardware_setup", "hardware_setup"))
+        if end > setup_end:
+            out.append((setup_end, end, info.attempt, "unattributed", None))
+        cur = max(cur, end)
+    if tl.ended_at > cur:
+        if not attempts:
+            out.append((cur, tl.ended_at, None, "scheduling", "scheduling"))
+        else:
+            last = attempts[-1]
+            waiting = tl.provisional and last.failure is not None
+            comp = "scheduling" if waiting else "shutdown"
+            out.append((cur, tl.ended_at, last.attempt, comp, comp))
+    return out
+
+
+def clip(pieces: list[Piece], lo: float, hi: float) -> list[Piece]:
+    """Pieces cut to [lo, hi]; empty ones dropped."""
+    out: list[Piece] = []
+    for p in pieces:
+        s, e = p[0], p[1]
+        if s >= lo and e <= hi:
+            out.append(p)
+            continue
+        s = max(s, lo)
+        e = min(e, hi)
+        if e > s:
+            out.append((s, e, p[2], p[3], p[4]))
+    return out
+
+
+def subtract(lower: list[Piece], upper: list[Piece]) -> list[Piece]:
+    """The parts of `lower` not covered by `upper` (both sorted and disjoint)."""
+    if not upper:
+        return lower
+    out: list[Piece] = []
+    i = 0
+    n = len(upper)
+    for p in lower:
+        s, e = p[0], p[1]
+        while i < n and upper[i][1] <= s:
+            i += 1
+        k = i
+        cur = s
+        while k < n and upper[k][0] < e:
+            us, ue = upper[k][0], upper[k][1]
+            if us > cur:
+                out.append((cur, us, p[2], p[3], p[4]))
+            if ue > cur:
+                cur = ue
+            k += 1
+        if cur < e:
+            out.append(p if cur == s else (cur, e, p[2], p[3], p[4]))
+    return out
+
+
+def merge_adjacent(pieces: list[Piece]) -> list[Piece]:
+    """Join touching pieces with the same (attempt, component, phase)."""
+    out: list[Piece] = []
+    for p in pieces:
+        if out:
+            q = out[-1]
+            if q[1] == p[0] and q[2] == p[2] and q[3] == p[3] and q[4] == p[4]:
+                out[-1] = (q[0], p[1], q[2], q[3], q[4])
+                continue
+        out.append(p)
+    return out
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total = 0.0
+    cur_s = cur_e = -math.inf
+    for s, e in sorted(intervals):
+        if s > cur_e:
+            total += cur_e - cur_s if cur_e > cur_s else 0.0
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    if cur_e > cur_s:
+        total += cur_e - cur_s
+    return total
+
+
+def partition(tl: Timeline, custom_phases: Mapping[str, str] | None = None) -> Partition:
+    """Apply rules 1-5 in order and return the attributed pieces and per-phase times."""
+    lo, hi = tl.submitted_at, tl.ended_at
+    resolve: dict[str, Resolution] = {}
+    for sp in tl.spans:
+        if sp.phase not in resolve:
+            resolve[sp.phase] = resolve_phase(sp.phase, custom_phases)
+        if not resolve[sp.phase].known:
+            tl.warnings.add("unknown_phase", sp.event_id)
+
+    acc = clip(checkpoint_layer(tl.checkpoints), lo, hi)
+    for layer in (
+        clip(progress_layer(tl.windows, tl.warnings), lo, hi),
+        clip(phase_layer(tl.spans, resolve), lo, hi),
+    ):
+        extra = subtract(layer, acc)
+        if extra:
+            acc = sorted(acc + extra, key=_start_key) if acc else extra
+    implicit = subtract(clip(implicit_layer(tl), lo, hi), acc)
+    pieces = merge_adjacent(sorted(acc + implicit, key=_start_key))
+
+    phases: dict[str, PhaseTime] = {}
+    by_name: dict[str, list[tuple[float, float]]] = {}
+    for sp in tl.spans:
+        s, e = max(sp.start, lo), min(sp.end, hi)
+        by_name.setdefault(sp.phase, []).append((s, e) if e > s else (s, s))
+    for name, ivs in by_name.items():
+        phases[name] = PhaseTime(total_s=_union_length(ivs))
+    for s, e, _a, _comp, phase in implicit:
+        if phase is not None:
+            pt = phases.setdefault(phase, PhaseTime())
+            pt.total_s += e - s
+    for s, e, _a, comp, phase in pieces:
+        if phase is not None and comp != EFFECTIVE and comp != WASTED:
+            phases.setdefault(phase, PhaseTime()).exposed_s += e - s
+    return Partition(pieces=pieces, phases=phases)

@@ -1,0 +1,505 @@
+"""Turn one job's raw events into a repaired, ordered timeline (the engine's input).
+
+Every repair is a documented rule (see WARNING_RULES) and is reported with the ids of the
+events it touched. Nothing here raises on bad data: a malformed event is repaired or set aside.
+The result depends only on the set of events, never on their arrival order or duplicates.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Rank of each type among events at the same instant (part of the total sort key).
+TYPE_RANK: dict[str, int] = {
+    "job_submitted": 0,
+    "attempt_started": 1,
+    "phase_started": 2,
+    "phase": 3,
+    "progress": 4,
+    "checkpoint": 5,
+    "heartbeat": 6,
+    "failure": 7,
+    "attempt_ended": 8,
+    "job_ended": 9,
+}
+_TIME_FIELD: dict[str, str] = {
+    "job_submitted": "ts",
+    "attempt_started": "ts",
+    "phase_started": "start",
+    "phase": "start",
+    "progress": "start",
+    "checkpoint": "start",
+    "heartbeat": "ts",
+    "failure": "ts",
+    "attempt_ended": "ts",
+    "job_ended": "ts",
+}
+_FAILURE_KINDS = frozenset({"preemption", "app_error", "infra", "induced", "unknown"})
+_ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
+# A phase_started is closed by a `phase` of the same attempt and name starting this close to it.
+_MATCH_TOLERANCE_S = 1e-3
+
+WARNING_RULES: dict[str, str] = {
+    "invalid_event": "event set aside: a required field is missing or has the wrong type",
+    "unknown_type": "event set aside: unknown event type",
+    "conflicting_duplicate": "several events share an event_id with different contents; the one with the smallest canonical JSON was kept",
+    "no_job_submitted": "no job_submitted event: submission taken as the earliest event time",
+    "multiple_job_submitted": "several job_submitted events: the earliest was kept",
+    "multiple_job_ended": "several job_ended events: the latest was kept",
+    "job_ended_before_submitted": "job_ended precedes job_submitted: the job's end was moved to its submission",
+    "before_submission": "event times before job_submitted were clipped to the submission",
+    "after_job_end": "event times after job_ended were clipped to the job's end",
+    "after_now": "event times after 'now' on an open job: the job's end was moved to the latest event",
+    "end_before_start": "span set aside: its end precedes its start",
+    "cursor_backwards": "progress window whose cursor goes backwards: treated as not advancing (stalled)",
+    "overlapping_progress": "progress windows overlap in time: the later-starting window was trimmed to start where the earlier ends (dropped if inside it)",
+    "missing_attempt_started": "attempt without attempt_started: its start taken as its earliest event",
+    "multiple_attempt_started": "several attempt_started events for one attempt: the earliest was kept",
+    "multiple_attempt_ended": "several attempt_ended events for one attempt: the earliest was kept",
+    "attempt_ended_before_start": "attempt_ended precedes the attempt's start: the attempt ends at its start",
+    "attempts_out_of_order": "attempt numbers are not in time order: attempts were ordered by start time",
+    "overlapping_attempts": "an attempt runs past the start of the next one: it was cut at the next attempt's start",
+    "phase_never_ended": "phase_started without a matching phase: the span was closed at its attempt's end",
+    "unknown_failure_kind": "failure with an unknown kind: counted as kind 'unknown'",
+    "unknown_phase": "phase not in the catalogue nor mapped by configuration: counted as unattributed under its own name",
+    "cursor_missing": "progress window without numeric cursors: treated as not advancing (stalled)",
+}
+
+
+class WarningLog:
+    """Data-quality warnings, one per rule, each with the sorted ids of the events it touched."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, set[str]] = {}
+
+    def add(self, code: str, *event_ids: str | None) -> None:
+        """Record that rule `code` was applied to these events."""
+        bucket = self._ids.setdefault(code, set())
+        for eid in event_ids:
+            if eid is not None:
+                bucket.add(eid)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Warnings as {code, message, event_ids}, in code order."""
+        return [
+            {"code": code, "message": WARNING_RULES[code], "event_ids": sorted(ids)}
+            for code, ids in sorted(self._ids.items())
+        ]
+
+
+@dataclass(slots=True)
+class Span:
+    """A named phase span of one attempt (closed, or closed by its attempt's end)."""
+
+    start: float
+    end: float
+    attempt: int
+    phase: str
+    event_id: str
+
+
+@dataclass(slots=True)
+class Window:
+    """One progress window: cursor moves linearly from cursor_start to cursor_end."""
+
+    start: float
+    end: float
+    attempt: int
+    cursor_start: float
+    cursor_end: float
+    event_id: str
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """The blocking part of one checkpoint save."""
+
+    start: float
+    end: float
+    attempt: int
+    event_id: str
+
+
+@dataclass(slots=True)
+class Failure:
+    """One failure: at most one per attempt."""
+
+    ts: float
+    kind: str
+    attempt: int
+    inferred: bool
+    event_id: str | None
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class AttemptInfo:
+    """What the events say about one attempt, after repairs."""
+
+    attempt: int
+    start: float = math.inf
+    start_event: str | None = None
+    ended_at: float | None = None
+    end_event: str | None = None
+    reason: str | None = None
+    host: str | None = None
+    gpus: int | None = None
+    first_span: float = math.inf
+    last_event: float = -math.inf
+    earliest_event: float = math.inf
+    earliest_event_id: str | None = None
+    failure: Failure | None = None
+    # Where the attempt stops holding its allocation for the partition (failure or end, else job end).
+    end: float = 0.0
+    live: bool = False
+
+
+@dataclass(slots=True)
+class Timeline:
+    """One job's repaired timeline."""
+
+    job_id: str | None
+    submitted_at: float
+    ended_at: float
+    provisional: bool
+    status: str | None
+    model: str | None
+    gpus: int
+    labels: dict[str, Any]
+    config: dict[str, Any]
+    attempts: list[AttemptInfo]
+    spans: list[Span]
+    windows: list[Window]
+    checkpoints: list[Checkpoint]
+    failures: list[Failure]
+    warnings: WarningLog = field(default_factory=WarningLog)
+
+
+def _num(value: Any) -> float | None:
+    """A finite float from an int or float (bools and strings are not numbers here)."""
+    tv = type(value)
+    if tv is float:
+        return value if math.isfinite(value) else None
+    if tv is int:
+        return float(value)
+    return None
+
+
+def _canonical(event: Mapping[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True, default=str)
+
+
+def _dedupe(events: Iterable[Any], warnings: WarningLog) -> dict[str, Mapping[str, Any]]:
+    by_id: dict[str, Mapping[str, Any]] = {}
+    for ev in events:
+        if not isinstance(ev, Mapping):
+            warnings.add("invalid_event")
+            continue
+        eid = ev.get("event_id")
+        if type(eid) is not str:
+            warnings.add("invalid_event")
+            continue
+        prev = by_id.get(eid)
+        if prev is None:
+            by_id[eid] = ev
+        elif prev is not ev and prev != ev:
+            warnings.add("conflicting_duplicate", eid)
+            if _canonical(ev) < _canonical(prev):
+                by_id[eid] = ev
+    return by_id
+
+
+def _attempt_no(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def build_timeline(
+    events: Iterable[Any],
+    *,
+    now: float,
+    heartbeat_timeout_s: float = 300.0,
+) -> Timeline:
+    """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
+    warnings = WarningLog()
+    by_id = _dedupe(events, warnings)
+
+    keyed: list[tuple[float, int, str, Mapping[str, Any]]] = []
+    for eid, ev in by_id.items():
+        etype = ev.get("type")
+        rank = TYPE_RANK.get(etype) if type(etype) is str else None
+        if rank is None:
+            warnings.add("unknown_type", eid)
+            continue
+        t = _num(ev.get(_TIME_FIELD[etype]))
+        if t is None:
+            warnings.add("invalid_event", eid)
+            continue
+        keyed.append((t, rank, eid, ev))
+    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
+
+    submitted: Mapping[str, Any] | None = None
+    submitted_at: float | None = None
+    ended: Mapping[str, Any] | None = None
+    ended_at: float | None = None
+    job_id: str | None = None
+    attempts: dict[int, AttemptInfo] = {}
+    raw_spans: list[Span] = []
+    open_spans: list[Span] = []
+    windows: list[Window] = []
+    checkpoints: list[Checkpoint] = []
+    explicit_failures: dict[int, Failure] = {}
+    times_min = math.inf
+    times_max = -math.inf
+    # (event_id, earliest time, latest time) of every kept event, for the clipping warnings.
+    extents: list[tuple[str, float, float]] = []
+
+    def attempt_of(a: int) -> AttemptInfo:
+        info = attempts.get(a)
+        if info is None:
+            info = attempts[a] = AttemptInfo(attempt=a)
+        return info
+
+    for t, rank, eid, ev in keyed:
+        if job_id is None and type(ev.get("job_id")) is str:
+            job_id = ev["job_id"]
+        if rank == 4:  # progress: the bulk of a job's events, so checked first
+            a = _attempt_no(ev.get("attempt"))
+            end = _num(ev.get("end"))
+            if a is None or end is None:
+                warnings.add("invalid_event", eid)
+                continue
+            if end < t:
+                warnings.add("end_before_start", eid)
+                continue
+            cs = _num(ev.get("cursor_start"))
+            ce = _num(ev.get("cursor_end"))
+            if cs is None or ce is None:
+                warnings.add("cursor_missing", eid)
+                cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
+            elif ce < cs:
+                warnings.add("cursor_backwards", eid)
+                ce = cs
+            windows.append(Window(t, end, a, cs, ce, eid))
+            info = attempt_of(a)
+            if t < info.first_span:
+                info.first_span = t
+            if end > info.last_event:
+                info.last_event = end
+            if t < info.earliest_event:
+                info.earliest_event, info.earliest_event_id = t, eid
+            extents.append((eid, t, end))
+            if t < times_min:
+                times_min = t
+            if end > times_max:
+                times_max = end
+            continue
+        if rank == 0:
+            if submitted is None:
+                submitted, submitted_at = ev, t
+            else:
+                warnings.add("multiple_job_submitted", submitted.get("event_id"), eid)
+            continue
+        if rank == 9:
+            if ended is not None:
+                warnings.add("multiple_job_ended", ended.get("event_id"), eid)
+            ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
+            continue
+        a = _attempt_no(ev.get("attempt"))
+        if a is None:
+            warnings.add("invalid_event", eid)
+            continue
+        end = t
+        if rank == 6:  # heartbeat
+            pass
+        elif rank == 3 or rank == 2:  # phase, phase_started
+            phase = ev.get("phase")
+            if type(phase) is not str or not phase:
+                warnings.add("invalid_event", eid)
+                continue
+            if rank == 3:
+                pend = _num(ev.get("end"))
+                if pend is None:
+                    warnings.add("invalid_event", eid)
+                    continue
+                if pend < t:
+                    warnings.add("end_before_start", eid)
+                    continue
+                end = pend
+                raw_spans.append(Span(t, pend, a, phase, eid))
+            else:
+                open_spans.append(Span(t, t, a, phase, eid))
+            info = attempt_of(a)
+            if t < info.first_span:
+                info.first_span = t
+        elif rank == 5:  # checkpoint
+            bend = _num(ev.get("blocking_end"))
+            if bend is None:
+                warnings.add("invalid_event", eid)
+                continue
+            if bend < t:
+                warnings.add("end_before_start", eid)
+                continue
+            end = bend
+            checkpoints.append(Checkpoint(t, bend, a, eid))
+            info = attempt_of(a)
+            if t < info.first_span:
+                info.first_span = t
+        elif rank == 1:  # attempt_started
+            info = attempt_of(a)
+            if info.start_event is None:
+                info.start, info.start_event = t, eid
+                host = ev.get("host")
+                info.host = host if type(host) is str else None
+                gpus = ev.get("gpus")
+                info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
+            else:
+                warnings.add("multiple_attempt_started", info.start_event, eid)
+        elif rank == 7:  # failure: the earliest explicit one of an attempt wins
+            kind = ev.get("kind")
+            if kind not in _FAILURE_KINDS:
+                warnings.add("unknown_failure_kind", eid)
+                kind = "unknown"
+            if a not in explicit_failures:
+                msg = ev.get("message")
+                explicit_failures[a] = Failure(
+                    t, kind, a, False, eid, msg if type(msg) is str else None
+                )
+        elif rank == 8:  # attempt_ended
+            info = attempt_of(a)
+            if info.ended_at is None:
+                reason = ev.get("reason")
+                info.ended_at = t
+                info.reason = reason if type(reason) is str else None
+                info.end_event = eid
+            else:
+                warnings.add("multiple_attempt_ended", info.end_event, eid)
+        info = attempt_of(a)
+        if end > info.last_event:
+            info.last_event = end
+        if t < info.earliest_event:
+            info.earliest_event, info.earliest_event_id = t, eid
+        extents.append((eid, t, end))
+        if t < times_min:
+            times_min = t
+        if end > times_max:
+            times_max = end
+
+    # -- the job's own boundaries ------------------------------------------------------------
+    meta: Mapping[str, Any] = submitted or {}
+    if submitted_at is None:
+        warnings.add("no_job_submitted")
+        candidates = [x for x in (times_min, ended_at) if x is not None and math.isfinite(x)]
+        submitted_at = min(candidates) if candidates else float(now)
+    else:
+        extents.append((str(meta.get("event_id")), submitted_at, submitted_at))
+    provisional = ended_at is None
+    if ended is not None and ended_at is not None:
+        job_end = ended_at
+        if job_end < submitted_at:
+            warnings.add("job_ended_before_submitted", ended.get("event_id"))
+            job_end = submitted_at
+    else:
+        job_end = max(float(now), submitted_at)
+        if times_max > job_end:
+            warnings.add("after_now")
+            job_end = times_max
+    for eid, lo, hi in extents:
+        if lo < submitted_at:
+            warnings.add("before_submission", eid)
+        if hi > job_end:
+            warnings.add("after_job_end", eid)
+
+    # -- attempts: starts, ends, failures ------------------------------------------------------
+    for info in attempts.values():
+        if info.start_event is None:
+            warnings.add("missing_attempt_started", info.earliest_event_id)
+            info.start = info.earliest_event if math.isfinite(info.earliest_event) else job_end
+        if info.ended_at is not None and info.ended_at < info.start:
+            warnings.add("attempt_ended_before_start", info.end_event)
+            info.ended_at = info.start
+    ordered = sorted(attempts.values(), key=lambda x: (x.start, x.attempt))
+    if any(ordered[i].attempt > ordered[i + 1].attempt for i in range(len(ordered) - 1)):
+        warnings.add("attempts_out_of_order", *(x.start_event for x in ordered))
+
+    failures: list[Failure] = []
+    for i, info in enumerate(ordered):
+        later_start = ordered[i + 1].start if i + 1 < len(ordered) else None
+        failure = explicit_failures.get(info.attempt)
+        if failure is None and info.reason in _ENDED_FAILURE_KIND and info.ended_at is not None:
+            failure = Failure(
+                info.ended_at,
+                _ENDED_FAILURE_KIND[info.reason],
+                info.attempt,
+                False,
+                info.end_event,
+            )
+        if failure is None and info.ended_at is None:
+            last = max(info.last_event, info.start)
+            if later_start is not None or job_end - last > heartbeat_timeout_s:
+                failure = Failure(last, "unknown", info.attempt, True, None)
+        info.failure = failure
+        stops = [x.ts for x in (failure,) if x is not None]
+        if info.ended_at is not None:
+            stops.append(info.ended_at)
+        if stops:
+            info.end = max(min(stops), info.start)
+        else:
+            info.end = max(job_end, info.start)
+            info.live = True
+        if failure is not None:
+            failures.append(failure)
+
+    # -- phase spans: open ones are closed by a matching phase, else by their attempt's end ----
+    starts_by_key: dict[tuple[int, str], list[float]] = {}
+    for sp in raw_spans:
+        starts_by_key.setdefault((sp.attempt, sp.phase), []).append(sp.start)
+    for lst in starts_by_key.values():
+        lst.sort()
+    spans = raw_spans
+    for sp in open_spans:
+        lst = starts_by_key.get((sp.attempt, sp.phase))
+        if lst:
+            k = bisect.bisect_left(lst, sp.start - _MATCH_TOLERANCE_S)
+            if k < len(lst) and lst[k] <= sp.start + _MATCH_TOLERANCE_S:
+                continue
+        info = attempts[sp.attempt]
+        if not (info.live and provisional):
+            warnings.add("phase_never_ended", sp.event_id)
+        sp.end = max(info.end, sp.start)
+        spans.append(sp)
+
+    status = ended.get("status") if ended is not None else None
+    if ended is not None:
+        status = status if type(status) is str else "unknown"
+    elif any(x.live for x in ordered):
+        status = "running"
+    else:
+        status = "pending"
+    gpus = meta.get("gpus")
+    if not (type(gpus) is int and gpus >= 1):
+        gpus = max((x.gpus for x in ordered if x.gpus), default=1)
+    model = meta.get("model")
+    labels = meta.get("labels")
+    config = meta.get("config")
+    return Timeline(
+        job_id=job_id,
+        submitted_at=submitted_at,
+        ended_at=job_end,
+        provisional=provisional,
+        status=status,
+        model=model if type(model) is str else None,
+        gpus=gpus,
+        labels=dict(labels) if isinstance(labels, Mapping) else {},
+        config=dict(config) if isinstance(config, Mapping) else {},
+        attempts=ordered,
+        spans=spans,
+        windows=windows,
+        checkpoints=checkpoints,
+        failures=sorted(failures, key=lambda f: (f.ts, f.attempt)),
+        warnings=warnings,
+    )
