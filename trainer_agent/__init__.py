@@ -1,0 +1,36 @@
+"""ETT% trainer agent: report a training job's phases, progress, checkpoints and failures.
+
+Standard library only; the PyTorch and TorchRec hooks live in `trainer_agent.torch_hooks` and
+import torch only when installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer_agent.agent import Agent, CheckpointSpan, PhaseSpan, detect_attempt, detect_rank
+
+__all__ = [
+    "Agent",
+    "CheckpointSpan",
+    "PhaseSpan",
+    "detect_attempt",
+    "detect_rank",
+    "get_agent",
+    "init",
+]
+
+_default: Agent | None = None
+
+
+def init(*args: Any, **kwargs: Any) -> Agent:
+    """Create the process-wide agent (arguments as for Agent); later calls return the same one."""
+    global _default
+    if _default is None:
+        _default = Agent(*args, **kwargs)
+    return _default
+
+
+def get_agent() -> Agent | None:
+    """The agent made by init(), if any."""
+    return _default

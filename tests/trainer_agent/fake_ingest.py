@@ -1,0 +1,124 @@
+"""A controllable stand-in for the ingest API: stdlib HTTP server on 127.0.0.1, ephemeral port.
+
+It validates every event with the real wire schema (ingest.schema) and stores each event id once,
+so tests can check that nothing was lost, duplicated, or malformed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from ingest.schema import EventError, validate_event
+
+
+class FakeIngest:
+    """Scriptable ingest: queue answers with `script`, hang with `hang`, read `events`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: dict[str, dict[str, Any]] = {}
+        self.deliveries: Counter[str] = Counter()
+        self.requests: list[tuple[float, int]] = []  # (monotonic time, events in body)
+        self.script: list[tuple[int, dict[str, str]]] = []  # forced answers, consumed in order
+        self.reject_ids: set[str] = set()
+        self.release = threading.Event()
+        self.release.set()
+        self.hanging = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        """Base URL of the fake API."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def hang(self) -> None:
+        """Make every request wait until unhang() (or the client gives up)."""
+        self.release.clear()
+
+    def unhang(self) -> None:
+        """Let hanging requests proceed."""
+        self.release.set()
+
+    def of_type(self, etype: str) -> list[dict[str, Any]]:
+        """Stored events of one type, ordered by their time."""
+        with self.lock:
+            found = [e for e in self.events.values() if e["type"] == etype]
+        return sorted(found, key=lambda e: e.get("ts", e.get("start", 0.0)))
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                import time
+
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                if not fake.release.is_set():
+                    with fake.lock:
+                        fake.hanging += 1
+                    fake.release.wait(60)
+                body = json.loads(raw)
+                batch = body["events"]
+                with fake.lock:
+                    fake.requests.append((time.monotonic(), len(batch)))
+                    forced = fake.script.pop(0) if fake.script else None
+                if forced is not None:
+                    self._answer(forced[0], {"detail": "scripted"}, forced[1])
+                    return
+                if self.headers.get("Authorization") != "Bearer secret":
+                    self._answer(401, {"detail": "bad token"}, {})
+                    return
+                accepted = duplicates = 0
+                rejected = []
+                for index, event in enumerate(batch):
+                    try:
+                        if event.get("event_id") in fake.reject_ids:
+                            raise EventError("event_id: refused by the test")
+                        normalized = validate_event(event)
+                    except EventError as err:
+                        rejected.append(
+                            {"index": index, "event_id": event.get("event_id"), "error": str(err)}
+                        )
+                        continue
+                    with fake.lock:
+                        fake.deliveries[normalized["event_id"]] += 1
+                        if normalized["event_id"] in fake.events:
+                            duplicates += 1
+                        else:
+                            fake.events[normalized["event_id"]] = normalized
+                            accepted += 1
+                self._answer(
+                    200,
+                    {"accepted": accepted, "duplicates": duplicates, "rejected": rejected},
+                    {},
+                )
+
+        return Handler

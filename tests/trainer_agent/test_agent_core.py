@@ -1,0 +1,317 @@
+"""Core agent against a scriptable fake ingest API: wire format, windows, retries, spool."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trainer_agent.conftest import FakeClock
+from tests.trainer_agent.fake_ingest import FakeIngest
+from trainer_agent import Agent, detect_attempt, detect_rank
+from trainer_agent.spool import Spool, job_spool_dir
+
+
+def make_agent(server: FakeIngest, tmp_path: Path, **kwargs: Any) -> Agent:
+    kwargs.setdefault("install_handlers", False)
+    kwargs.setdefault("heartbeat_s", 0)
+    kwargs.setdefault("rank", 0)
+    return Agent(
+        kwargs.pop("job_id", "job-core"),
+        kwargs.pop("attempt", 0),
+        server.url,
+        "secret",
+        spool_dir=tmp_path / "spool",
+        **kwargs,
+    )
+
+
+def test_lifecycle_events_are_valid_wire_events(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    agent = make_agent(fake_ingest, tmp_path, gpus=8, host="node-1")
+    with agent.phase("trainer_init.process_group"):
+        pass
+
+    @agent.phase("trainer_init.train_module")
+    def build() -> int:
+        return 7
+
+    assert build() == 7
+    assert build() == 7
+    for i in range(5):
+        agent.step(cursor=(i + 1) * 32)
+    with agent.checkpoint(cursor=160):
+        pass
+    agent.failure("induced", "x" * 10_000)
+    assert agent.close(timeout=5)
+    types = sorted(e["type"] for e in fake_ingest.events.values())
+    assert types.count("phase") == 3 and types.count("phase_started") == 3
+    assert types.count("attempt_started") == 1 and types.count("attempt_ended") == 1
+    started = fake_ingest.of_type("attempt_started")[0]
+    assert started["gpus"] == 8 and started["host"] == "node-1" and started["attempt"] == 0
+    assert fake_ingest.of_type("attempt_ended")[0]["reason"] == "failure"
+    failure = fake_ingest.of_type("failure")[0]
+    assert failure["kind"] == "induced" and len(failure["message"].encode()) <= 4096
+    ckpt = fake_ingest.of_type("checkpoint")[0]
+    assert ckpt["cursor"] == 160 and ckpt["ok"] is True
+    assert ckpt["start"] <= ckpt["blocking_end"] <= ckpt["committed"]
+    progress = fake_ingest.of_type("progress")
+    assert sum(p["steps"] for p in progress) == 4  # the first step() opens the window
+    assert progress[0]["cursor_start"] == 32 and progress[-1]["cursor_end"] == 160
+    assert agent.stats()["rejected"] == 0 and agent.stats()["dropped"] == 0
+    assert all(n == 1 for n in fake_ingest.deliveries.values())
+
+
+def test_progress_windows_are_contiguous_and_cut_by_checkpoints(
+    fake_ingest: FakeIngest, tmp_path: Path, clock: FakeClock
+) -> None:
+    agent = make_agent(fake_ingest, tmp_path, clock=clock, progress_window_s=10.0)
+    t0 = clock.now
+    for i in range(1, 26):  # one step a second: windows close every 10 s
+        clock.advance(1.0)
+        agent.step(cursor=i)
+    clock.advance(0.5)
+    span = agent.checkpoint_begin()
+    clock.advance(2.0)
+    span.blocking_done()
+    for i in range(26, 31):
+        clock.advance(1.0)
+        agent.step(cursor=i)
+    clock.advance(3.0)
+    span.committed(bytes=1234)
+    agent.close(timeout=5)
+    windows = fake_ingest.of_type("progress")
+    spans = [(w["start"] - t0, w["end"] - t0, w["cursor_start"], w["cursor_end"]) for w in windows]
+    assert spans == [
+        (1.0, 11.0, 1, 11),
+        (11.0, 21.0, 11, 21),
+        (21.0, 25.5, 21, 25),  # cut at the checkpoint's start
+        (27.5, 32.5, 25, 30),  # resumes when training does; ends at the last step at close
+    ]
+    assert [w["steps"] for w in windows] == [10, 10, 4, 5]
+    ckpt = fake_ingest.of_type("checkpoint")[0]
+    assert (ckpt["start"] - t0, ckpt["blocking_end"] - t0, ckpt["committed"] - t0) == (
+        25.5,
+        27.5,
+        35.5,
+    )
+    assert ckpt["cursor"] == 25 and ckpt["bytes"] == 1234
+
+
+def test_phase_inside_the_loop_cuts_the_window_but_other_threads_do_not(
+    fake_ingest: FakeIngest, tmp_path: Path, clock: FakeClock
+) -> None:
+    agent = make_agent(fake_ingest, tmp_path, clock=clock, progress_window_s=100.0)
+    t0 = clock.now
+    for i in range(1, 4):
+        clock.advance(1.0)
+        agent.step(cursor=i)
+    other = threading.Thread(
+        target=lambda: agent.phase("custom.bg").__enter__().__exit__(None, None, None)
+    )
+    other.start()
+    other.join()
+    with agent.phase("pt2_compile"):
+        clock.advance(5.0)
+    clock.advance(1.0)
+    agent.step(cursor=4)
+    agent.close(timeout=5)
+    windows = [
+        (w["start"] - t0, w["end"] - t0, w["steps"]) for w in fake_ingest.of_type("progress")
+    ]
+    assert windows == [(1.0, 3.0, 2), (8.0, 9.0, 1)]
+
+
+def test_retries_5xx_then_delivers_each_event_once(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    fake_ingest.script = [(500, {}), (503, {}), (502, {})]
+    agent = make_agent(fake_ingest, tmp_path)
+    agent.sender.backoff_base_s = 0.05
+    for i in range(20):
+        agent.step(cursor=i + 1)
+        agent.heartbeat()
+    assert agent.flush(timeout=10)
+    agent.close(timeout=5)
+    assert agent.stats()["retries"] >= 3
+    assert len(fake_ingest.of_type("heartbeat")) == 20
+    assert all(n == 1 for n in fake_ingest.deliveries.values())
+    assert not list((tmp_path / "spool").rglob("*.json*"))
+
+
+def test_429_waits_for_retry_after(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    fake_ingest.script = [(429, {"Retry-After": "1"})]
+    agent = make_agent(fake_ingest, tmp_path)
+    agent.heartbeat()
+    assert agent.flush(timeout=10)
+    first, second = fake_ingest.requests[0][0], fake_ingest.requests[1][0]
+    assert second - first >= 0.95
+    agent.close(timeout=5)
+    assert len(fake_ingest.of_type("heartbeat")) == 1
+
+
+def test_rejected_events_are_dropped_not_retried(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    agent = make_agent(fake_ingest, tmp_path)
+    agent.record_phase("not_a_phase", 1_780_000_000.0, 1_780_000_001.0)  # refused by the schema
+    agent.record_phase("shutdown", 1_780_000_000.0, 1_780_000_001.0)
+    assert agent.flush(timeout=5)
+    agent.close(timeout=5)
+    assert agent.stats()["rejected"] == 1
+    assert [e["phase"] for e in fake_ingest.of_type("phase")] == ["shutdown"]
+    assert len(fake_ingest.requests) == 2  # attempt_started, then the two phases in one batch
+
+
+def test_whole_batch_400_is_split_to_isolate_the_bad_event(
+    fake_ingest: FakeIngest, tmp_path: Path
+) -> None:
+    agent = make_agent(fake_ingest, tmp_path, report_attempt=False)
+    agent.flush(timeout=5)
+    fake_ingest.script = [(400, {}), (400, {})]  # the batch, then its first half, are refused
+    for _ in range(4):
+        agent.heartbeat()
+    assert agent.flush(timeout=5)
+    agent.close(timeout=5)
+    # 4 events refused whole, then [2] refused, then [1], [1] and [2] accepted: nothing lost.
+    assert agent.stats()["rejected"] == 0
+    assert len(fake_ingest.of_type("heartbeat")) == 4
+
+
+def test_server_down_spools_then_next_attempt_delivers(tmp_path: Path) -> None:
+    down = FakeIngest()
+    url = down.url
+    down.close()  # nothing listens there now
+    agent = Agent(
+        "job-down", 0, url, "secret", spool_dir=tmp_path / "spool", install_handlers=False
+    )
+    agent.sender.backoff_base_s = 0.05
+    with agent.phase("trainer_init"):
+        pass
+    for i in range(10):
+        agent.step(cursor=i + 1)
+    agent.failure("app_error", "boom")
+    started = time.monotonic()
+    agent.close(timeout=2)
+    assert time.monotonic() - started < 3
+    spool = Spool(job_spool_dir(tmp_path / "spool", "job-down"))
+    assert spool.pending_files(), "events must be on disk while the API is down"
+    expected = agent.stats()["submitted"]
+
+    server = FakeIngest()
+    try:
+        agent2 = Agent(
+            "job-down",
+            1,
+            server.url,
+            "secret",
+            spool_dir=tmp_path / "spool",
+            install_handlers=False,
+        )
+        assert agent2.flush(timeout=10)
+        agent2.close(timeout=5)
+        attempts = [e["attempt"] for e in server.events.values()]
+        assert attempts.count(0) == expected
+        assert {e["type"] for e in server.events.values() if e["attempt"] == 0} >= {
+            "attempt_started",
+            "phase",
+            "progress",
+            "failure",
+            "attempt_ended",
+        }
+        assert all(n == 1 for n in server.deliveries.values())
+        assert not spool.pending_files()
+    finally:
+        server.close()
+
+
+def test_full_spool_drops_and_counts_without_raising(tmp_path: Path) -> None:
+    down = FakeIngest()
+    url = down.url
+    down.close()
+    agent = Agent(
+        "job-full",
+        0,
+        url,
+        "secret",
+        spool_dir=tmp_path / "spool",
+        spool_max_bytes=4096,
+        install_handlers=False,
+    )
+    for _ in range(200):
+        agent.failure("infra", "y" * 200)
+    agent.close(timeout=2)
+    stats = agent.stats()
+    assert stats["dropped"] > 0 and stats["spooled"] > 0
+    assert stats["dropped"] + stats["spooled"] == stats["submitted"]
+    spool = Spool(job_spool_dir(tmp_path / "spool", "job-full"))
+    assert spool.pending_bytes() <= 4096
+
+
+def test_close_is_bounded_while_the_api_hangs(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    agent = make_agent(fake_ingest, tmp_path, job_id="job-hang", request_timeout_s=30)
+    assert agent.flush(timeout=5)
+    fake_ingest.hang()
+    agent.heartbeat()
+    time.sleep(0.2)  # the sender is now stuck in a request
+    agent.failure("unknown", "hang")
+    started = time.monotonic()
+    agent.close(timeout=1.0)
+    assert time.monotonic() - started < 1.5
+    spool = Spool(job_spool_dir(tmp_path / "spool", "job-hang"))
+    assert spool.pending_files()
+    fake_ingest.unhang()
+    agent2 = make_agent(fake_ingest, tmp_path, job_id="job-hang", attempt=1)
+    assert agent2.flush(timeout=10)
+    agent2.close(timeout=5)
+    types = [e["type"] for e in fake_ingest.events.values() if e["attempt"] == 0]
+    assert sorted(types) == ["attempt_ended", "attempt_started", "failure", "heartbeat"]
+
+
+def test_step_never_raises_and_disabled_agent_is_a_no_op(tmp_path: Path) -> None:
+    agent = Agent(job_id=None, endpoint=None)
+    assert agent.enabled is False
+    agent.step()
+    with agent.phase("trainer_init"), agent.checkpoint():
+        pass
+    agent.failure("app_error", "x")
+    assert agent.flush(0.1) and agent.close(0.1)
+    live = Agent("j", 0, "http://127.0.0.1:9", "t", spool_dir=tmp_path, install_handlers=False)
+    live.step(cursor=object())  # type: ignore[arg-type]
+    live.step(cursor=float("nan"))
+    live.close(timeout=0.5)
+
+
+def test_attempt_and_rank_detection() -> None:
+    assert detect_attempt({"TORCHELASTIC_RESTART_COUNT": "2"}) == 2
+    assert detect_attempt({"SLURM_RESTART_COUNT": "3"}) == 3
+    assert detect_attempt({}) == 0
+    assert detect_rank({"RANK": "5"}) == 5 and detect_rank({"SLURM_PROCID": "1"}) == 1
+
+
+def test_environment_configuration(
+    fake_ingest: FakeIngest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ETT_ENDPOINT", fake_ingest.url)
+    monkeypatch.setenv("ETT_TOKEN", "secret")
+    monkeypatch.setenv("ETT_JOB_ID", "job-env")
+    monkeypatch.setenv("ETT_SPOOL_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "4")
+    monkeypatch.setenv("RANK", "0")
+    agent = Agent(install_handlers=False, heartbeat_s=0)
+    assert agent.flush(timeout=5)
+    agent.close(timeout=5)
+    started = fake_ingest.of_type("attempt_started")[0]
+    assert started["job_id"] == "job-env" and started["attempt"] == 4
+    assert os.path.isdir(tmp_path)
+
+
+def test_only_rank_zero_reports_progress_and_attempts(
+    fake_ingest: FakeIngest, tmp_path: Path
+) -> None:
+    agent = make_agent(fake_ingest, tmp_path, rank=1)
+    for i in range(3):
+        agent.step(cursor=i)
+    with agent.phase("trainer_init.device_init"):
+        pass
+    agent.close(timeout=5)
+    assert sorted({e["type"] for e in fake_ingest.events.values()}) == ["phase", "phase_started"]

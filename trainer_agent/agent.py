@@ -1,0 +1,564 @@
+"""The trainer agent: phases, progress windows, checkpoints, failures and attempt lifecycle."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, TypeVar
+
+from trainer_agent import events as ev
+from trainer_agent.sender import Sender
+from trainer_agent.spool import Spool, default_spool_root, job_spool_dir
+from trainer_agent.transport import HttpTransport, Transport
+
+log = logging.getLogger("trainer_agent")
+
+F = TypeVar("F", bound=Callable[..., Any])
+_INF = float("inf")
+
+
+def detect_attempt(environ: dict[str, str] | None = None) -> int:
+    """The attempt number from the launcher: ETT_ATTEMPT, TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT."""
+    env = os.environ if environ is None else environ
+    for name in ("ETT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"):
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def detect_rank(environ: dict[str, str] | None = None) -> int:
+    """The global rank of this process: RANK (torchrun), else SLURM_PROCID, else 0."""
+    env = os.environ if environ is None else environ
+    for name in ("RANK", "SLURM_PROCID"):
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def process_start_time() -> float | None:
+    """When this process started (epoch seconds), from /proc; None where /proc is missing."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime"))
+        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+class PhaseSpan:
+    """`with agent.phase(name):` or `@agent.phase(name)`: one completed span per entry."""
+
+    def __init__(self, agent: Agent, name: str) -> None:
+        self._agent = agent
+        self.name = name
+        self._starts: list[float] = []
+
+    def __enter__(self) -> PhaseSpan:
+        try:
+            start = self._agent._clock()
+            self._starts.append(start)
+            self._agent._phase_enter(self.name, start)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: phase enter failed")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            start = self._starts.pop() if self._starts else self._agent._clock()
+            self._agent._phase_exit(self.name, start, self._agent._clock())
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: phase exit failed")
+
+    def __call__(self, func: F) -> F:
+        """Use as a decorator: every call of `func` is one span."""
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with PhaseSpan(self._agent, self.name):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+class CheckpointSpan:
+    """One checkpoint save: begin, blocking done (training resumes), committed (durable) or failed."""
+
+    def __init__(self, agent: Agent, cursor: float | None, sync: bool) -> None:
+        self._agent = agent
+        self.sync = sync
+        self.start = agent._clock()
+        self.cursor = cursor if cursor is not None else agent.cursor
+        self.blocking_end: float | None = None
+        self.bytes: int | None = None
+        self._sent = False
+        self._lock = threading.Lock()
+        agent._progress_break(self.start)
+        agent._pending_checkpoints.add(self)
+
+    def __enter__(self) -> CheckpointSpan:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self.failed()
+            return
+        self.blocking_done()
+        if self.sync:
+            self.committed()
+
+    def blocking_done(self, ts: float | None = None) -> None:
+        """Training resumes: the blocking part of the save is over."""
+        try:
+            if self.blocking_end is None:
+                self.blocking_end = self._agent._clock() if ts is None else ts
+                self._agent._progress_resume(self.blocking_end)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: checkpoint blocking_done failed")
+
+    def committed(self, ts: float | None = None, bytes: int | None = None) -> None:
+        """The checkpoint is durable; sends the checkpoint event."""
+        try:
+            now = self._agent._clock() if ts is None else ts
+            if self.blocking_end is None:
+                self.blocking_done(now)
+            if bytes is not None:
+                self.bytes = int(bytes)
+            self._send(committed=max(now, self.blocking_end or now), ok=True)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: checkpoint committed failed")
+
+    def failed(self, ts: float | None = None) -> None:
+        """The save failed (ok=false); sends the checkpoint event."""
+        try:
+            if self.blocking_end is None:
+                self.blocking_done(ts)
+            self._send(committed=None, ok=False)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: checkpoint failed() failed")
+
+    def _send(self, committed: float | None, ok: bool) -> None:
+        with self._lock:
+            if self._sent:
+                return
+            self._sent = True
+        self._agent._pending_checkpoints.discard(self)
+        blocking_end = self.blocking_end if self.blocking_end is not None else self.start
+        self._agent._emit(
+            "checkpoint",
+            start=self.start,
+            blocking_end=max(blocking_end, self.start),
+            committed=committed,
+            cursor=self.cursor if self.cursor is not None and self.cursor >= 0 else None,
+            bytes=self.bytes,
+            ok=ok,
+        )
+
+
+class Agent:
+    """Reports one process's view of a training job; every method is safe and never raises."""
+
+    def __init__(
+        self,
+        job_id: str | None = None,
+        attempt: int | None = None,
+        endpoint: str | None = None,
+        token: str | None = None,
+        *,
+        spool_dir: str | os.PathLike[str] | None = None,
+        spool_max_bytes: int | None = None,
+        rank: int | None = None,
+        report_progress: bool | None = None,
+        report_attempt: bool | None = None,
+        progress_window_s: float = 30.0,
+        heartbeat_s: float | None = None,
+        exit_timeout_s: float = 5.0,
+        request_timeout_s: float = 10.0,
+        gpus: int | None = None,
+        host: str | None = None,
+        install_handlers: bool = True,
+        transport: Transport | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        env = os.environ
+        self.job_id = job_id or env.get("ETT_JOB_ID") or ""
+        self.endpoint = endpoint or env.get("ETT_ENDPOINT") or ""
+        token = token or env.get("ETT_TOKEN") or None
+        self.attempt = detect_attempt() if attempt is None else int(attempt)
+        self.rank = detect_rank() if rank is None else int(rank)
+        self.report_progress = self.rank == 0 if report_progress is None else report_progress
+        self.report_attempt = self.rank == 0 if report_attempt is None else report_attempt
+        self.progress_window_s = float(progress_window_s)
+        self.exit_timeout_s = float(exit_timeout_s)
+        self._clock = clock
+        self._pid = os.getpid()
+        self._closed = False
+        self._failure_kind: str | None = None
+        self._ended_reason: str | None = None
+        self._pending_checkpoints: set[CheckpointSpan] = set()
+        # Progress state, written only by the thread that calls step().
+        self._steps = 0
+        self._cursor_base = 0.0
+        self._last_t = 0.0
+        self._last_c: float | None = None
+        self._win_t: float | None = None
+        self._win_c = 0.0
+        self._win_n = 0
+        self._win_due = 0.0
+        self._break_depth = 0
+        self._resume_pending = False
+        self._step_thread: int | None = None
+        self.enabled = bool(self.job_id) and (bool(self.endpoint) or transport is not None)
+        if not self.enabled:
+            if self.job_id or self.endpoint:
+                log.warning("trainer_agent: disabled (needs both a job id and an endpoint)")
+            self.step = self._step_disabled  # type: ignore[method-assign]
+            self.sender: Sender | None = None
+            return
+        if not self.report_progress:
+            self.step = self._step_disabled  # type: ignore[method-assign]
+        root = Path(spool_dir) if spool_dir is not None else default_spool_root()
+        max_bytes = spool_max_bytes or int(env.get("ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024))
+        heartbeat = (60.0 if self.rank == 0 else 0.0) if heartbeat_s is None else heartbeat_s
+        self.sender = Sender(
+            transport if transport is not None else HttpTransport(self.endpoint, token),
+            Spool(job_spool_dir(root, self.job_id), max_bytes=max_bytes),
+            request_timeout_s=request_timeout_s,
+            on_tick=self.heartbeat if heartbeat > 0 else None,
+            tick_interval_s=heartbeat,
+        )
+        if self.report_attempt:
+            self._emit(
+                "attempt_started",
+                ts=process_start_time() or self._clock(),
+                gpus=gpus,
+                host=host or socket.gethostname(),
+            )
+        self.sender.start()
+        if install_handlers:
+            self._install_handlers()
+
+    # ---- progress: the hot path ------------------------------------------------------------
+
+    def step(self, cursor: float | None = None) -> None:
+        """Record the end of one training step; `cursor` is the data position after it."""
+        try:
+            t = self._clock()
+            n = self._steps + 1
+            self._steps = n
+            c = self._cursor_base + n if cursor is None else cursor
+            self._last_t = t
+            self._last_c = c
+            if t >= self._win_due:
+                self._roll_window(t, c, n)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _step_disabled(self, cursor: float | None = None) -> None:
+        pass
+
+    @property
+    def cursor(self) -> float | None:
+        """The last cursor passed to step() (None before the first step)."""
+        return self._last_c
+
+    def _roll_window(self, t: float, c: float, n: int) -> None:
+        if self._step_thread is None:
+            self._step_thread = threading.get_ident()
+        if self._win_t is not None and n > self._win_n:
+            self._emit_progress(self._win_t, t, self._win_c, c, n - self._win_n)
+        self._win_t, self._win_c, self._win_n = t, c, n
+        self._win_due = t + self.progress_window_s
+
+    def _emit_progress(self, start: float, end: float, c0: float, c1: float, steps: int) -> None:
+        self._emit(
+            "progress",
+            start=start,
+            end=max(start, end),
+            cursor_start=max(0.0, float(c0)),
+            cursor_end=max(0.0, float(c1)),
+            steps=steps,
+        )
+
+    def _close_window(self, at: float | None) -> bool:
+        """Emit the open window (ending at `at`, or at the last step); True if one was open."""
+        if self._win_t is None:
+            return False
+        if self._steps > self._win_n and self._last_c is not None:
+            end = self._last_t if at is None else max(at, self._last_t)
+            self._emit_progress(
+                self._win_t, end, self._win_c, self._last_c, self._steps - self._win_n
+            )
+        self._win_t = None
+        self._win_due = 0.0
+        return True
+
+    def _progress_break(self, t: float) -> None:
+        # Only the training thread's own spans cut the loop (a phase of another thread overlaps it).
+        if self._step_thread is None or threading.get_ident() != self._step_thread:
+            return
+        self._break_depth += 1
+        if self._break_depth == 1 and self._close_window(t):
+            self._resume_pending = True
+
+    def _progress_resume(self, t: float) -> None:
+        if self._step_thread is None or threading.get_ident() != self._step_thread:
+            return
+        if self._break_depth > 0:
+            self._break_depth -= 1
+        if self._break_depth == 0 and self._resume_pending and self._last_c is not None:
+            self._resume_pending = False
+            self._win_t, self._win_c, self._win_n = t, self._last_c, self._steps
+            self._win_due = t + self.progress_window_s
+
+    # ---- phases ----------------------------------------------------------------------------
+
+    def phase(self, name: str) -> PhaseSpan:
+        """A span of the phase catalogue, as a context manager or a decorator."""
+        return PhaseSpan(self, name)
+
+    def _phase_enter(self, name: str, start: float) -> None:
+        self._progress_break(start)
+        self._emit("phase_started", phase=name, start=start)
+
+    def _phase_exit(self, name: str, start: float, end: float) -> None:
+        self._emit("phase", phase=name, start=start, end=max(start, end))
+        self._progress_resume(end)
+
+    def record_phase(self, name: str, start: float, end: float) -> None:
+        """Report a span measured elsewhere (epoch seconds)."""
+        try:
+            self._emit("phase", phase=name, start=float(start), end=max(float(start), float(end)))
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: record_phase failed")
+
+    # ---- checkpoints -----------------------------------------------------------------------
+
+    def checkpoint(self, cursor: float | None = None, *, sync: bool = True) -> CheckpointSpan:
+        """`with agent.checkpoint():` around a save; with sync=False call .committed() later."""
+        try:
+            return CheckpointSpan(self, cursor, sync)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: checkpoint failed")
+            return _DeadCheckpoint(self)
+
+    def checkpoint_begin(self, cursor: float | None = None) -> CheckpointSpan:
+        """Explicit form: begin now; then call .blocking_done() and .committed() (or .failed())."""
+        return self.checkpoint(cursor, sync=False)
+
+    # ---- failures, heartbeats, lifecycle ---------------------------------------------------
+
+    def failure(self, kind: str, message: str | None = None, ts: float | None = None) -> None:
+        """Record that this attempt failed (kind: preemption, app_error, infra, induced, unknown)."""
+        try:
+            if kind not in ev.FAILURE_KINDS:
+                log.warning("trainer_agent: unknown failure kind %r recorded as 'unknown'", kind)
+                kind = "unknown"
+            if self._failure_kind is None:
+                self._failure_kind = kind
+            self._emit(
+                "failure",
+                ts=self._clock() if ts is None else ts,
+                kind=kind,
+                message=ev.truncate_message(message) if message else None,
+            )
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: failure() failed")
+
+    def heartbeat(self) -> None:
+        """Say this attempt is alive (sent periodically by the sender thread)."""
+        self._emit("heartbeat", ts=self._clock())
+
+    def job_submitted(
+        self,
+        model: str,
+        gpus: int,
+        labels: dict[str, str] | None = None,
+        config: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> None:
+        """Scheduler hook: the job was submitted."""
+        try:
+            if self.sender is not None:
+                ts = self._clock() if ts is None else ts
+                self.sender.submit(ev.job_submitted(self.job_id, ts, model, gpus, labels, config))
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: job_submitted failed")
+
+    def job_ended(self, status: str, ts: float | None = None) -> None:
+        """Scheduler hook: the job's last allocation was released."""
+        try:
+            if self.sender is not None:
+                ts = self._clock() if ts is None else ts
+                self.sender.submit(ev.job_ended(self.job_id, ts, status))
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: job_ended failed")
+
+    def attempt_ended(self, reason: str | None = None, ts: float | None = None) -> None:
+        """Report the end of this attempt (once); the reason defaults from recorded failures."""
+        try:
+            if not self.enabled or not self.report_attempt or self._ended_reason is not None:
+                return
+            if os.getpid() != self._pid:
+                return  # a forked child does not end its parent's attempt
+            if reason is None:
+                reason = {None: "completed", "preemption": "preempted"}.get(
+                    self._failure_kind, "failure"
+                )
+            if reason not in ev.ATTEMPT_END_REASONS:
+                reason = "failure"
+            self._ended_reason = reason
+            self._emit("attempt_ended", ts=self._clock() if ts is None else ts, reason=reason)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: attempt_ended failed")
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait up to `timeout` s until every event so far is delivered; False if not all were."""
+        if self.sender is None:
+            return True
+        return self.sender.flush(timeout)
+
+    def close(self, timeout: float | None = None, reason: str | None = None) -> bool:
+        """End the attempt: last progress window, pending checkpoints, attempt_ended, final flush."""
+        if self.sender is None or self._closed:
+            return True
+        try:
+            self._closed = True
+            self._close_window(None)
+            for span in list(self._pending_checkpoints):
+                span._send(committed=None, ok=True)
+            self.attempt_ended(reason)
+            return self.sender.close(self.exit_timeout_s if timeout is None else timeout)
+        except Exception:  # noqa: BLE001
+            log.exception("trainer_agent: close failed")
+            return False
+
+    def stats(self) -> dict[str, int]:
+        """Counters: submitted, sent, duplicates, rejected, spooled, dropped, retries, errors."""
+        return self.sender.stats.as_dict() if self.sender is not None else {}
+
+    def _emit(self, etype: str, **fields: Any) -> None:
+        sender = self.sender
+        if sender is None:
+            return
+        attempt = None if etype in ("job_submitted", "job_ended") else self.attempt
+        sender.submit(ev.make_event(self.job_id, etype, attempt, **fields))
+
+    # ---- process hooks ---------------------------------------------------------------------
+
+    def _install_handlers(self) -> None:
+        atexit.register(self._at_exit)
+        self._prev_excepthook = sys.excepthook
+        sys.excepthook = self._excepthook
+        self._prev_thread_excepthook = threading.excepthook
+        threading.excepthook = self._thread_excepthook
+        self._prev_sigterm: Any = None
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+            except (ValueError, OSError) as err:
+                log.warning("trainer_agent: cannot install the SIGTERM handler: %s", err)
+
+    def _in_owner_process(self) -> bool:
+        return os.getpid() == self._pid
+
+    def _at_exit(self) -> None:
+        if self._in_owner_process():
+            self.close()
+        elif self.sender is not None:
+            self.sender.close(self.exit_timeout_s)
+
+    def _excepthook(
+        self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._in_owner_process() and self._failure_kind is None:
+                if issubclass(exc_type, KeyboardInterrupt):
+                    self.attempt_ended("cancelled")
+                else:
+                    self.failure("app_error", _format_exception(exc_type, exc, tb))
+        except Exception:  # noqa: BLE001
+            pass
+        self._prev_excepthook(exc_type, exc, tb)
+
+    def _thread_excepthook(self, args: Any) -> None:
+        try:
+            if (
+                self._in_owner_process()
+                and self._failure_kind is None
+                and not issubclass(args.exc_type, SystemExit)
+            ):
+                where = f"in thread {args.thread.name}: " if args.thread is not None else ""
+                self.failure(
+                    "app_error",
+                    where + _format_exception(args.exc_type, args.exc_value, args.exc_traceback),
+                )
+        except Exception:  # noqa: BLE001
+            pass
+        self._prev_thread_excepthook(args)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        prev = self._prev_sigterm
+        try:
+            if self._in_owner_process():
+                if self._failure_kind is None:
+                    self.failure("preemption", "SIGTERM received")
+                if callable(prev):
+                    self.flush(
+                        self.exit_timeout_s
+                    )  # the previous handler decides what happens next
+                else:
+                    self.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if callable(prev):
+            prev(signum, frame)
+        elif prev != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _DeadCheckpoint(CheckpointSpan):
+    """Returned when a checkpoint span could not be created: every method is a no-op."""
+
+    def __init__(self, agent: Agent) -> None:  # noqa: D107
+        self._agent = agent
+        self.sync = True
+        self.start = 0.0
+        self.cursor = None
+        self.blocking_end = None
+        self.bytes = None
+        self._sent = True
+        self._lock = threading.Lock()
+
+
+def _format_exception(
+    exc_type: type[BaseException], exc: BaseException | None, tb: TracebackType | None
+) -> str:
+    return "".join(traceback.format_exception(exc_type, exc, tb))

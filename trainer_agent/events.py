@@ -1,0 +1,66 @@
+"""Builders for SPEC section 3 wire events (times as Unix epoch seconds)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+FAILURE_KINDS = ("preemption", "app_error", "infra", "induced", "unknown")
+ATTEMPT_END_REASONS = ("completed", "failure", "preempted", "cancelled")
+JOB_STATUSES = ("succeeded", "failed", "cancelled")
+MAX_MESSAGE_CHARS = 4096
+
+Event = dict[str, Any]
+
+
+def new_event_id() -> str:
+    """A fresh idempotency key: 32 hex chars, unique across hosts and restarts."""
+    return uuid.uuid4().hex
+
+
+def make_event(job_id: str, etype: str, attempt: int | None, **fields: Any) -> Event:
+    """One wire event; fields whose value is None are left out (optional and not sent)."""
+    event: Event = {"event_id": new_event_id(), "job_id": job_id, "type": etype}
+    if attempt is not None:
+        event["attempt"] = attempt
+    for key, value in fields.items():
+        if value is not None:
+            event[key] = value
+    return event
+
+
+def truncate_message(message: str) -> str:
+    """Cut a failure message to the 4 KiB the protocol allows, keeping its tail (the error line)."""
+    text = str(message)
+    if len(text.encode("utf-8")) <= MAX_MESSAGE_CHARS:
+        return text
+    tail = text.encode("utf-8")[-(MAX_MESSAGE_CHARS - 4) :].decode("utf-8", errors="ignore")
+    return "... " + tail
+
+
+def job_submitted(
+    job_id: str,
+    ts: float,
+    model: str,
+    gpus: int,
+    labels: dict[str, str] | None = None,
+    config: dict[str, Any] | None = None,
+) -> Event:
+    """The scheduler accepted the job."""
+    return make_event(
+        job_id,
+        "job_submitted",
+        None,
+        ts=ts,
+        model=model,
+        gpus=int(gpus),
+        labels=labels,
+        config=config,
+    )
+
+
+def job_ended(job_id: str, ts: float, status: str) -> Event:
+    """The job's last allocation was released."""
+    if status not in JOB_STATUSES:
+        raise ValueError(f"status must be one of {JOB_STATUSES}, got {status!r}")
+    return make_event(job_id, "job_ended", None, ts=ts, status=status)
