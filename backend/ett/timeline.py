@@ -197,7 +197,7 @@ def _canonical(event: Mapping[str, Any]) -> str:
 def _dedupe(events: Iterable[Any], warnings: WarningLog) -> dict[str, Mapping[str, Any]]:
     by_id: dict[str, Mapping[str, Any]] = {}
     for ev in events:
-        if not isinstance(ev, Mapping):
+        if type(ev) is not dict and not isinstance(ev, Mapping):
             warnings.add("invalid_event")
             continue
         eid = ev.get("event_id")
@@ -214,8 +214,28 @@ def _dedupe(events: Iterable[Any], warnings: WarningLog) -> dict[str, Mapping[st
     return by_id
 
 
-def _attempt_no(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+def _clipping_warnings(
+    keyed: list[tuple[float, int, str, Mapping[str, Any]]],
+    windows: list[Window],
+    spans: list[Span],
+    checkpoints: list[Checkpoint],
+    lo: float,
+    hi: float,
+    warnings: WarningLog,
+) -> None:
+    # keyed is sorted by start time: early ones are a prefix, late starts a suffix
+    for t, _rank, eid, _ev in keyed:
+        if t >= lo:
+            break
+        warnings.add("before_submission", eid)
+    for t, _rank, eid, _ev in reversed(keyed):
+        if t <= hi:
+            break
+        warnings.add("after_job_end", eid)
+    for group in (windows, spans, checkpoints):
+        for item in group:
+            if item.end > hi:
+                warnings.add("after_job_end", item.event_id)
 
 
 def build_timeline(
@@ -240,7 +260,8 @@ def build_timeline(
             warnings.add("invalid_event", eid)
             continue
         keyed.append((t, rank, eid, ev))
-    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
+    # event_ids are unique here, so tuple order never reaches the dicts themselves
+    keyed.sort()
 
     submitted: Mapping[str, Any] | None = None
     submitted_at: float | None = None
@@ -253,51 +274,15 @@ def build_timeline(
     windows: list[Window] = []
     checkpoints: list[Checkpoint] = []
     explicit_failures: dict[int, Failure] = {}
-    times_min = math.inf
     times_max = -math.inf
-    # (event_id, earliest time, latest time) of every kept event, for the clipping warnings.
-    extents: list[tuple[str, float, float]] = []
-
-    def attempt_of(a: int) -> AttemptInfo:
-        info = attempts.get(a)
-        if info is None:
-            info = attempts[a] = AttemptInfo(attempt=a)
-        return info
+    num = _num
+    add_window = windows.append
+    info = AttemptInfo(attempt=-1)
+    cur_a = -1
 
     for t, rank, eid, ev in keyed:
         if job_id is None and type(ev.get("job_id")) is str:
             job_id = ev["job_id"]
-        if rank == 4:  # progress: the bulk of a job's events, so checked first
-            a = _attempt_no(ev.get("attempt"))
-            end = _num(ev.get("end"))
-            if a is None or end is None:
-                warnings.add("invalid_event", eid)
-                continue
-            if end < t:
-                warnings.add("end_before_start", eid)
-                continue
-            cs = _num(ev.get("cursor_start"))
-            ce = _num(ev.get("cursor_end"))
-            if cs is None or ce is None:
-                warnings.add("cursor_missing", eid)
-                cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
-            elif ce < cs:
-                warnings.add("cursor_backwards", eid)
-                ce = cs
-            windows.append(Window(t, end, a, cs, ce, eid))
-            info = attempt_of(a)
-            if t < info.first_span:
-                info.first_span = t
-            if end > info.last_event:
-                info.last_event = end
-            if t < info.earliest_event:
-                info.earliest_event, info.earliest_event_id = t, eid
-            extents.append((eid, t, end))
-            if t < times_min:
-                times_min = t
-            if end > times_max:
-                times_max = end
-            continue
         if rank == 0:
             if submitted is None:
                 submitted, submitted_at = ev, t
@@ -309,12 +294,29 @@ def build_timeline(
                 warnings.add("multiple_job_ended", ended.get("event_id"), eid)
             ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
             continue
-        a = _attempt_no(ev.get("attempt"))
-        if a is None:
+        a = ev.get("attempt")
+        if type(a) is not int or a < 0:
             warnings.add("invalid_event", eid)
             continue
         end = t
-        if rank == 6:  # heartbeat
+        if rank == 4:  # progress: the bulk of a job's events
+            end = num(ev.get("end"))
+            if end is None:
+                warnings.add("invalid_event", eid)
+                continue
+            if end < t:
+                warnings.add("end_before_start", eid)
+                continue
+            cs = num(ev.get("cursor_start"))
+            ce = num(ev.get("cursor_end"))
+            if cs is None or ce is None:
+                warnings.add("cursor_missing", eid)
+                cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
+            elif ce < cs:
+                warnings.add("cursor_backwards", eid)
+                ce = cs
+            add_window(Window(t, end, a, cs, ce, eid))
+        elif rank == 6:  # heartbeat
             pass
         elif rank == 3 or rank == 2:  # phase, phase_started
             phase = ev.get("phase")
@@ -322,7 +324,7 @@ def build_timeline(
                 warnings.add("invalid_event", eid)
                 continue
             if rank == 3:
-                pend = _num(ev.get("end"))
+                pend = num(ev.get("end"))
                 if pend is None:
                     warnings.add("invalid_event", eid)
                     continue
@@ -333,11 +335,8 @@ def build_timeline(
                 raw_spans.append(Span(t, pend, a, phase, eid))
             else:
                 open_spans.append(Span(t, t, a, phase, eid))
-            info = attempt_of(a)
-            if t < info.first_span:
-                info.first_span = t
         elif rank == 5:  # checkpoint
-            bend = _num(ev.get("blocking_end"))
+            bend = num(ev.get("blocking_end"))
             if bend is None:
                 warnings.add("invalid_event", eid)
                 continue
@@ -346,19 +345,6 @@ def build_timeline(
                 continue
             end = bend
             checkpoints.append(Checkpoint(t, bend, a, eid))
-            info = attempt_of(a)
-            if t < info.first_span:
-                info.first_span = t
-        elif rank == 1:  # attempt_started
-            info = attempt_of(a)
-            if info.start_event is None:
-                info.start, info.start_event = t, eid
-                host = ev.get("host")
-                info.host = host if type(host) is str else None
-                gpus = ev.get("gpus")
-                info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
-            else:
-                warnings.add("multiple_attempt_started", info.start_event, eid)
         elif rank == 7:  # failure: the earliest explicit one of an attempt wins
             kind = ev.get("kind")
             if kind not in _FAILURE_KINDS:
@@ -369,8 +355,25 @@ def build_timeline(
                 explicit_failures[a] = Failure(
                     t, kind, a, False, eid, msg if type(msg) is str else None
                 )
+        if a != cur_a:
+            cur_a = a
+            found = attempts.get(a)
+            if found is None:
+                # events come in time order, so the first one seen is the attempt's earliest
+                found = attempts[a] = AttemptInfo(
+                    attempt=a, earliest_event=t, earliest_event_id=eid
+                )
+            info = found
+        if rank == 1:  # attempt_started
+            if info.start_event is None:
+                info.start, info.start_event = t, eid
+                host = ev.get("host")
+                info.host = host if type(host) is str else None
+                gpus = ev.get("gpus")
+                info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
+            else:
+                warnings.add("multiple_attempt_started", info.start_event, eid)
         elif rank == 8:  # attempt_ended
-            info = attempt_of(a)
             if info.ended_at is None:
                 reason = ev.get("reason")
                 info.ended_at = t
@@ -378,14 +381,10 @@ def build_timeline(
                 info.end_event = eid
             else:
                 warnings.add("multiple_attempt_ended", info.end_event, eid)
-        info = attempt_of(a)
+        elif 2 <= rank <= 5 and info.first_span == math.inf:
+            info.first_span = t
         if end > info.last_event:
             info.last_event = end
-        if t < info.earliest_event:
-            info.earliest_event, info.earliest_event_id = t, eid
-        extents.append((eid, t, end))
-        if t < times_min:
-            times_min = t
         if end > times_max:
             times_max = end
 
@@ -393,10 +392,7 @@ def build_timeline(
     meta: Mapping[str, Any] = submitted or {}
     if submitted_at is None:
         warnings.add("no_job_submitted")
-        candidates = [x for x in (times_min, ended_at) if x is not None and math.isfinite(x)]
-        submitted_at = min(candidates) if candidates else float(now)
-    else:
-        extents.append((str(meta.get("event_id")), submitted_at, submitted_at))
+        submitted_at = keyed[0][0] if keyed else float(now)
     provisional = ended_at is None
     if ended is not None and ended_at is not None:
         job_end = ended_at
@@ -408,11 +404,7 @@ def build_timeline(
         if times_max > job_end:
             warnings.add("after_now")
             job_end = times_max
-    for eid, lo, hi in extents:
-        if lo < submitted_at:
-            warnings.add("before_submission", eid)
-        if hi > job_end:
-            warnings.add("after_job_end", eid)
+    _clipping_warnings(keyed, windows, raw_spans, checkpoints, submitted_at, job_end, warnings)
 
     # -- attempts: starts, ends, failures ------------------------------------------------------
     for info in attempts.values():

@@ -1,0 +1,101 @@
+"""Engine throughput for one job at 1k, 10k and 100k events (run: python benchmarks/bench_engine.py)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from typing import Any
+
+from backend.ett.engine import compute_job
+
+
+def synthetic_job(n_events: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """A realistic long job: restarts, init phases, progress windows, checkpoints, heartbeats."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = []
+
+    def add(etype: str, **fields: Any) -> None:
+        events.append({"event_id": f"e{len(events)}", "job_id": "bench", "type": etype, **fields})
+
+    add("job_submitted", ts=0.0, model="bench", gpus=128, labels={"owner": "t"})
+    t = 0.0
+    cursor = 0.0
+    attempt = 0
+    n_attempts = max(1, n_events // 20_000)
+    per_attempt = (n_events - 2) // n_attempts
+    for attempt in range(n_attempts):
+        t += rng.uniform(60, 600)
+        add("attempt_started", attempt=attempt, ts=t, host="h")
+        for name, dur in (("hardware_setup", 90), ("trainer_init", 600), ("pt2_compile", 1200)):
+            add("phase", attempt=attempt, phase=name, start=t, end=t + dur)
+            t += dur
+        if attempt:
+            cursor = max(0.0, cursor - rng.uniform(500, 2000))  # restore rewinds the cursor
+        budget = per_attempt - 6
+        while budget > 0:
+            r = rng.random()
+            if r < 0.7:
+                dt = rng.uniform(5, 15)
+                dc = 0.0 if rng.random() < 0.02 else dt * 10
+                add(
+                    "progress",
+                    attempt=attempt,
+                    start=t,
+                    end=t + dt,
+                    cursor_start=cursor,
+                    cursor_end=cursor + dc,
+                    steps=int(dc),
+                )
+                t += dt
+                cursor += dc
+            elif r < 0.95:
+                add("heartbeat", attempt=attempt, ts=t)
+            else:
+                add(
+                    "checkpoint",
+                    attempt=attempt,
+                    start=t,
+                    blocking_end=t + 20,
+                    committed=t + 60,
+                    cursor=cursor,
+                )
+                t += 20
+            budget -= 1
+        if attempt + 1 < n_attempts:
+            add("failure", attempt=attempt, ts=t, kind="infra")
+            add("attempt_ended", attempt=attempt, ts=t + 30, reason="failure")
+        else:
+            add("attempt_ended", attempt=attempt, ts=t + 30, reason="completed")
+        t += 30
+    add("job_ended", ts=t + 60, status="succeeded")
+    rng.shuffle(events)  # arrival order must not matter, and sorting it is part of the cost
+    return events
+
+
+def bench(n_events: int, repeats: int) -> tuple[int, float]:
+    """Best-of-n wall time of compute_job on one synthetic job of about n_events events."""
+    events = synthetic_job(n_events)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        compute_job(events, now=1e12)
+        times.append(time.perf_counter() - t0)
+    return len(events), min(times), statistics.median(times)
+
+
+def main() -> None:
+    """Print a table: events, best and median seconds, events per second."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'events':>8} {'best_s':>9} {'median_s':>9} {'events/s':>10} {'us/event':>9}")
+    for size in (int(x) for x in args.sizes.split(",")):
+        n, best, med = bench(size, args.repeats)
+        print(f"{n:>8} {best:>9.4f} {med:>9.4f} {n / best:>10.0f} {best / n * 1e6:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
