@@ -1,0 +1,102 @@
+"""The `ett` command line, run as a user would: subprocesses against a temp SQLite database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+ETT = str(Path(sys.executable).with_name("ett"))
+
+
+def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run ett with args."""
+    return subprocess.run(
+        [ETT, *args], env=env, capture_output=True, text=True, timeout=120, check=check
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment whose embedded database lives in tmp_path."""
+    return {**os.environ, "ETT_HOME": str(tmp_path), "ETT_DATABASE_URL": ""}
+
+
+def _walk(cmd: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    out = [(path, cmd)]
+    if hasattr(cmd, "commands"):
+        for name, sub in cmd.commands.items():
+            out += _walk(sub, [*path, name])
+    return out
+
+
+def test_help_on_every_command() -> None:
+    from backend.cli import app
+
+    root = typer.main.get_command(app)
+    commands = _walk(root, [])
+    names = {" ".join(p) for p, _ in commands}
+    assert {"serve", "db upgrade", "token create"} <= names
+    runner = CliRunner()
+    for path, cmd in commands:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage:" in result.output, path
+        assert (cmd.help or "").strip(), f"`ett {' '.join(path)}` has no help text"
+        for param in cmd.params:
+            if getattr(param, "param_type_name", "") == "option" and param.name != "help":
+                assert param.help, f"option {param.name} of `ett {' '.join(path)}` has no help"
+
+
+def test_serve_refuses_stale_schema_then_serves_healthz(env: dict[str, str]) -> None:
+    refused = run(["serve", "--port", "1"], env, check=False)
+    assert refused.returncode == 2
+    assert "ett db upgrade" in refused.stderr
+
+    assert "is at head" in run(["db", "upgrade"], env).stdout
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [ETT, "serve", "--host", "127.0.0.1", "--port", str(port), "--no-workers"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        body = None
+        for _ in range(100):
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                body = r.json()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert body is not None and body["status"] == "ok" and body["database"] == "sqlite"
+        docs = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5).json()
+        assert "/api/v1/events" in docs["paths"]
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_token_create_prints_the_token_alone_on_the_last_line(env: dict[str, str]) -> None:
+    run(["db", "upgrade"], env)
+    out = run(["token", "create", "--name", "fleet", "--scope", "ingest", "--model", "A"], env)
+    token = out.stdout.strip().splitlines()[-1]
+    assert token.startswith("ett_") and len(token) > 30 and " " not in token
+    listed = run(["token", "list"], env).stdout
+    assert "fleet\tingest\tA" in listed and token not in listed
+    dup = run(["token", "create", "--name", "fleet"], env, check=False)
+    assert dup.returncode == 2 and "exists already" in dup.stderr
+    bad = run(["token", "create", "--name", "x", "--scope", "root"], env, check=False)
+    assert bad.returncode == 2 and "scope must be one of" in bad.stderr
