@@ -1,0 +1,136 @@
+"""Property tests: identities to 1 ms, order and duplicate independence, nothing raises."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backend.ett.engine import compute_job
+from tests.backend.ett.builders import assert_consistent
+
+NOW = 2_000.0
+PHASES = [
+    "hardware_setup",
+    "trainer_init",
+    "trainer_init.process_group",
+    "trainer_init.first_batch",
+    "checkpoint_restore",
+    "pt2_compile",
+    "pt2_compile.autotune",
+    "shutdown",
+    "publish",
+    "custom.mapped",
+    "custom.unmapped",
+    "mystery",
+]
+CUSTOM = {"custom.mapped": "trainer_init"}
+
+# Few distinct instants, so ties between boundaries are common.
+times = st.one_of(
+    st.integers(0, 60).map(lambda x: float(x * 10)),
+    st.floats(0, 600, allow_nan=False, allow_infinity=False),
+)
+attempts = st.integers(0, 3)
+
+
+@st.composite
+def event(draw: st.DrawFn, eid: str) -> dict[str, Any]:
+    """One event of any type, sometimes malformed (end before start, cursor backwards)."""
+    etype = draw(
+        st.sampled_from(
+            [
+                "attempt_started",
+                "phase",
+                "phase",
+                "phase_started",
+                "progress",
+                "progress",
+                "progress",
+                "checkpoint",
+                "heartbeat",
+                "failure",
+                "attempt_ended",
+                "job_ended",
+                "job_submitted",
+            ]
+        )
+    )
+    ev: dict[str, Any] = {"event_id": eid, "job_id": "j", "type": etype}
+    if etype in ("job_submitted", "job_ended"):
+        ev["ts"] = draw(times)
+        if etype == "job_submitted":
+            ev.update(model="m", gpus=draw(st.integers(1, 16)))
+        else:
+            ev["status"] = draw(st.sampled_from(["succeeded", "failed", "cancelled"]))
+        return ev
+    ev["attempt"] = draw(attempts)
+    if etype in ("attempt_started", "heartbeat"):
+        ev["ts"] = draw(times)
+    elif etype == "phase":
+        ev.update(phase=draw(st.sampled_from(PHASES)), start=draw(times), end=draw(times))
+    elif etype == "phase_started":
+        ev.update(phase=draw(st.sampled_from(PHASES)), start=draw(times))
+    elif etype == "progress":
+        start = draw(times)
+        ev.update(
+            start=start,
+            end=start + draw(st.sampled_from([0.0, 5.0, 10.0, 37.5, -1.0])),
+            cursor_start=float(draw(st.integers(0, 50))),
+            cursor_end=float(draw(st.integers(0, 50))),
+            steps=1,
+        )
+    elif etype == "checkpoint":
+        start = draw(times)
+        ev.update(start=start, blocking_end=start + draw(st.sampled_from([0.0, 3.0, 20.0])))
+    elif etype == "failure":
+        ev.update(
+            ts=draw(times),
+            kind=draw(st.sampled_from(["preemption", "app_error", "infra", "induced", "x"])),
+        )
+    elif etype == "attempt_ended":
+        ev.update(
+            ts=draw(times),
+            reason=draw(st.sampled_from(["completed", "failure", "preempted", "cancelled"])),
+        )
+    return ev
+
+
+@st.composite
+def job(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A job: usually submitted, a few attempts, random spans and windows."""
+    n = draw(st.integers(0, 30))
+    events = [draw(event(f"e{i}")) for i in range(n)]
+    if draw(st.integers(0, 9)) > 0:
+        events.append({"event_id": "sub", "job_id": "j", "type": "job_submitted", "ts": 0.0})
+    return events
+
+
+COMMON = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@COMMON
+@given(job(), st.sampled_from([30.0, 300.0]))
+def test_identities_hold_and_nothing_raises(events: list[dict[str, Any]], timeout: float):
+    r = compute_job(events, now=NOW, heartbeat_timeout_s=timeout, custom_phases=CUSTOM)
+    assert_consistent(r)
+    for name, pt in r.phases.items():
+        assert pt.exposed_s <= pt.total_s + 1e-6, name
+    assert 0.0 <= r.ett_pct <= 100.0 + 1e-9
+    r.to_dict()
+
+
+@COMMON
+@given(job(), st.data())
+def test_permutation_and_duplication_change_nothing(events: list[dict[str, Any]], data: Any):
+    base = compute_job(events, now=NOW, custom_phases=CUSTOM).to_dict()
+    shuffled = data.draw(st.permutations(events))
+    dups = data.draw(st.lists(st.sampled_from(events), max_size=10)) if events else []
+    again = compute_job(
+        list(shuffled) + [copy.deepcopy(d) for d in dups], now=NOW, custom_phases=CUSTOM
+    ).to_dict()
+    assert again == base
