@@ -86,7 +86,8 @@ def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
                     append((s, cut, a, WASTED, "replay"))
                 if e > cut:
                     append((cut, e, a, EFFECTIVE, None))
-        hwm = ce
+        if ce > hwm:  # a replayed window never lowers the mark
+            hwm = ce
     return out
 
 
