@@ -1,0 +1,58 @@
+"""Pure helpers for UTC days and weeks, and the split of intervals at day boundaries."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+# 1970-01-01 was a Thursday: three days after the Monday that starts its ISO week.
+_EPOCH_WEEKDAY = 3
+
+
+def day_start(ts: float) -> float:
+    """The epoch second of 00:00 UTC on the day holding `ts`."""
+    return math.floor(ts / DAY_S) * DAY_S
+
+
+def week_start(ts: float) -> float:
+    """The epoch second of 00:00 UTC on the Monday of the ISO week holding `ts`."""
+    day_index = math.floor(ts / DAY_S)
+    return (day_index - (day_index + _EPOCH_WEEKDAY) % 7) * DAY_S
+
+
+def bucket_start(ts: float, bucket: str) -> float:
+    """Start of the 'day' or 'week' bucket holding `ts`."""
+    if bucket == "day":
+        return day_start(ts)
+    if bucket == "week":
+        return week_start(ts)
+    raise ValueError(f"bucket must be 'day' or 'week', not {bucket!r}")
+
+
+def bucket_starts(lo: float, hi: float, bucket: str) -> list[float]:
+    """Every bucket start from the bucket holding `lo` up to (excluding) `hi`."""
+    step = DAY_S if bucket == "day" else WEEK_S
+    out = []
+    t = bucket_start(lo, bucket)
+    while t < hi:
+        out.append(t)
+        t += step
+    return out
+
+
+def split_by_day(
+    intervals: Iterable[tuple[float, float, str, str | None]],
+) -> dict[tuple[float, str, str | None], float]:
+    """Wall seconds per (UTC day, component, phase); an interval crossing midnight is cut there."""
+    out: dict[tuple[float, str, str | None], float] = {}
+    for start, end, component, phase in intervals:
+        s = start
+        while s < end:
+            d = day_start(s)
+            e = min(end, d + DAY_S)
+            key = (d, component, phase)
+            out[key] = out.get(key, 0.0) + (e - s)
+            s = e
+    return out

@@ -1,0 +1,1 @@
+"""Who owns each part of a job's wall time: phase -> component -> system -> owner, as data."""
