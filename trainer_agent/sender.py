@@ -99,7 +99,7 @@ class Sender:
         self.tick_interval_s = tick_interval_s
         self.stats = SenderStats()
         self._reset_process_state()
-        self._spool_dirty = True  # a previous attempt may have left batches behind
+        self._spool_dirty = False
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _after_fork(ref))
 
@@ -204,18 +204,23 @@ class Sender:
             self.stats.spooled += len(events)
             self._spool_dirty = True
             return
-        # Heartbeats only say "alive"; give them up first so the facts still fit.
+        # Full: keep what fits, oldest first; heartbeats only say "alive", so they go first.
         facts = [e for e in events if e.get("type") != "heartbeat"]
-        if len(facts) < len(events) and facts and self.spool.write(facts):
-            self.stats.spooled += len(facts)
-            self.stats.dropped += len(events) - len(facts)
+        kept = 0
+        chunk = max(1, len(facts) // 16)
+        for i in range(0, len(facts), chunk):
+            if not self.spool.write(facts[i : i + chunk]):
+                break
+            kept += len(facts[i : i + chunk])
+        if kept:
+            self.stats.spooled += kept
             self._spool_dirty = True
-            return
-        self.stats.dropped += len(events)
+        lost = len(events) - kept
+        self.stats.dropped += lost
         log.error(
             "trainer_agent: spool %s full or unwritable; dropped %d events (total dropped: %d)",
             self.spool.directory,
-            len(events),
+            lost,
             self.stats.dropped,
         )
 
@@ -223,7 +228,8 @@ class Sender:
 
     def _run(self) -> None:
         try:
-            if self.spool.recover():
+            # A previous attempt, or another rank, may have left batches behind.
+            if self.spool.recover() or self.spool.pending_files():
                 self._spool_dirty = True
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: spool recovery failed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -13,7 +14,9 @@ import pytest
 from tests.trainer_agent.conftest import FakeClock
 from tests.trainer_agent.fake_ingest import FakeIngest
 from trainer_agent import Agent, detect_attempt, detect_rank
+from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, job_spool_dir
+from trainer_agent.transport import Response
 
 
 def make_agent(server: FakeIngest, tmp_path: Path, **kwargs: Any) -> Agent:
@@ -156,25 +159,35 @@ def test_rejected_events_are_dropped_not_retried(fake_ingest: FakeIngest, tmp_pa
     agent.record_phase("not_a_phase", 1_780_000_000.0, 1_780_000_001.0)  # refused by the schema
     agent.record_phase("shutdown", 1_780_000_000.0, 1_780_000_001.0)
     assert agent.flush(timeout=5)
+    # attempt_started and the two phases, each sent once: the refused one is never retried.
+    assert sum(n for _, n in fake_ingest.requests) == 3
     agent.close(timeout=5)
     assert agent.stats()["rejected"] == 1
     assert [e["phase"] for e in fake_ingest.of_type("phase")] == ["shutdown"]
-    assert len(fake_ingest.requests) == 2  # attempt_started, then the two phases in one batch
 
 
-def test_whole_batch_400_is_split_to_isolate_the_bad_event(
-    fake_ingest: FakeIngest, tmp_path: Path
-) -> None:
-    agent = make_agent(fake_ingest, tmp_path, report_attempt=False)
-    agent.flush(timeout=5)
-    fake_ingest.script = [(400, {}), (400, {})]  # the batch, then its first half, are refused
-    for _ in range(4):
-        agent.heartbeat()
-    assert agent.flush(timeout=5)
-    agent.close(timeout=5)
-    # 4 events refused whole, then [2] refused, then [1], [1] and [2] accepted: nothing lost.
-    assert agent.stats()["rejected"] == 0
-    assert len(fake_ingest.of_type("heartbeat")) == 4
+class ScriptedTransport:
+    """Answers batches from a script of statuses and records what each request carried."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.batches: list[list[str]] = []
+
+    def send(self, body: bytes, timeout: float) -> Response:
+        ids = [e["event_id"] for e in json.loads(body)["events"]]
+        self.batches.append(ids)
+        status = self.statuses.pop(0) if self.statuses else 200
+        return Response(status, {"accepted": len(ids)} if status == 200 else {"detail": "no"})
+
+
+def test_whole_batch_400_is_split_to_isolate_the_bad_event(tmp_path: Path) -> None:
+    transport = ScriptedTransport([400, 400, 200, 400, 200])
+    sender = Sender(transport, Spool(tmp_path))
+    events = [{"event_id": str(i), "type": "heartbeat"} for i in range(4)]
+    sender._send(events, None)
+    # [0..3] refused -> [0,1] refused -> [0] ok, [1] refused alone (dropped) -> [2,3] ok.
+    assert transport.batches == [["0", "1", "2", "3"], ["0", "1"], ["0"], ["1"], ["2", "3"]]
+    assert sender.stats.rejected == 1 and sender.stats.sent == 3
 
 
 def test_server_down_spools_then_next_attempt_delivers(tmp_path: Path) -> None:
