@@ -1,0 +1,378 @@
+"""Service queries that measure an SLO's indicator over its window, from the per-job tables.
+
+Wall GPU-time is an interval's overlap with the window times the job's GPUs (job_intervals joined
+to job_results), so a long job counts in each window only for the instants it spent there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy.orm import Session
+
+from backend.alerts.content import Evaluation
+from backend.alerts.slos import SloSpec
+from backend.ett.models import JobInterval, JobResult
+from backend.jobs.models import Job
+
+TOP_N = 5
+
+
+@dataclass(frozen=True)
+class _Row:
+    job_id: str
+    model: str | None
+    gpus: int
+    component: str
+    phase: str | None
+    seconds: float
+
+
+def measure(db_session: Session, slo: SloSpec, now: float) -> list[Evaluation]:
+    """The SLO's indicator over [now - window, now]: one Evaluation, or one per model."""
+    t0, t1 = now - slo.window_s, now
+    if slo.indicator == "gpu_time_share":
+        return _gpu_time_share(db_session, slo, t0, t1)
+    if slo.indicator == "ett_floor":
+        return _ett_floor(db_session, slo, t0, t1)
+    if slo.indicator == "duration_percentile":
+        return _duration_percentile(db_session, slo, t0, t1)
+    if slo.indicator == "failures_per_job":
+        return _failures_per_job(db_session, slo, t0, t1)
+    raise ValueError(f"unknown indicator {slo.indicator!r}")
+
+
+# ---- scope -------------------------------------------------------------------------------------
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _model_clause(slo: SloSpec) -> Any:
+    if slo.model and not _is_glob(slo.model):
+        return JobResult.model == slo.model
+    return None
+
+
+def _model_ok(slo: SloSpec, model: str | None) -> bool:
+    if not slo.model:
+        return True
+    return model is not None and fnmatch.fnmatchcase(model, slo.model)
+
+
+def _label_filter(db_session: Session, slo: SloSpec, job_ids: Iterable[str]) -> set[str] | None:
+    """Jobs whose labels carry every key=value of the SLO's filter (None: no filter)."""
+    if not slo.labels:
+        return None
+    ids = list(set(job_ids))
+    keep: set[str] = set()
+    for i in range(0, len(ids), 1000):
+        chunk = ids[i : i + 1000]
+        for job_id, labels in db_session.execute(
+            select(Job.job_id, Job.labels).where(Job.job_id.in_(chunk))
+        ):
+            labels = labels or {}
+            if all(str(labels.get(k)) == v for k, v in slo.labels.items()):
+                keep.add(job_id)
+    return keep
+
+
+def _matches_phase(slo: SloSpec, component: str, phase: str | None) -> bool:
+    if component != slo.component:
+        return False
+    if not slo.phase:
+        return True
+    return phase is not None and (phase == slo.phase or phase.startswith(slo.phase + "."))
+
+
+def _clipped_rows(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[_Row]:
+    """Seconds of each (job, component, phase) inside the window, for jobs in the SLO's scope."""
+    lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
+    hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
+    stmt = (
+        select(
+            JobInterval.job_id,
+            JobResult.model,
+            JobResult.gpus,
+            JobInterval.component,
+            JobInterval.phase,
+            func.sum(hi - lo),
+        )
+        .join(JobResult, JobResult.job_id == JobInterval.job_id)
+        .where(JobInterval.end > t0, JobInterval.start < t1)
+        .group_by(
+            JobInterval.job_id,
+            JobResult.model,
+            JobResult.gpus,
+            JobInterval.component,
+            JobInterval.phase,
+        )
+    )
+    clause = _model_clause(slo)
+    if clause is not None:
+        stmt = stmt.where(clause)
+    rows = [
+        _Row(job_id, model, int(gpus or 1), component, phase, float(seconds or 0.0))
+        for job_id, model, gpus, component, phase, seconds in db_session.execute(stmt)
+        if _model_ok(slo, model)
+    ]
+    keep = _label_filter(db_session, slo, (r.job_id for r in rows))
+    return rows if keep is None else [r for r in rows if r.job_id in keep]
+
+
+def _group(slo: SloSpec, items: Iterable[Any], model_of: Any) -> dict[str | None, list[Any]]:
+    groups: dict[str | None, list[Any]] = defaultdict(list)
+    for item in items:
+        groups[model_of(item) if slo.per_model else None].append(item)
+    return groups
+
+
+# ---- share of wall GPU-time and the ETT% floor -----------------------------------------------------
+
+
+def _share_evaluation(
+    rows: list[_Row], hit: Any, model: str | None, *, drivers_high: bool
+) -> Evaluation:
+    """100 x GPU-seconds that hit / all GPU-seconds, with the models and jobs that drive it."""
+    per_job_hit: dict[str, float] = defaultdict(float)
+    per_job_all: dict[str, float] = defaultdict(float)
+    per_model_hit: dict[str | None, float] = defaultdict(float)
+    per_model_all: dict[str | None, float] = defaultdict(float)
+    job_model: dict[str, str | None] = {}
+    for r in rows:
+        gpu_s = r.seconds * r.gpus
+        per_job_all[r.job_id] += gpu_s
+        per_model_all[r.model] += gpu_s
+        job_model[r.job_id] = r.model
+        if hit(r):
+            per_job_hit[r.job_id] += gpu_s
+            per_model_hit[r.model] += gpu_s
+    total = sum(per_job_all.values())
+    if total <= 0:
+        return Evaluation(value=None, jobs=0, model=model)
+    value = 100.0 * sum(per_job_hit.values()) / total
+
+    def pct(h: dict[Any, float], a: dict[Any, float], key: Any) -> float:
+        return 100.0 * h.get(key, 0.0) / a[key] if a[key] > 0 else 0.0
+
+    if drivers_high:
+        # Who contributes the most GPU-seconds to the breaching component.
+        job_order = sorted(per_job_hit, key=lambda j: -per_job_hit[j])
+        model_order = sorted(per_model_hit, key=lambda m: -per_model_hit[m])
+    else:
+        # For a floor: who loses the most GPU-seconds outside effective training.
+        job_order = sorted(per_job_all, key=lambda j: -(per_job_all[j] - per_job_hit.get(j, 0.0)))
+        model_order = sorted(
+            per_model_all, key=lambda m: -(per_model_all[m] - per_model_hit.get(m, 0.0))
+        )
+    return Evaluation(
+        value=value,
+        jobs=len(per_job_all),
+        model=model,
+        models=[
+            {"model": m, "value": pct(per_model_hit, per_model_all, m)}
+            for m in model_order[:TOP_N]
+            if m is not None
+        ],
+        job_drivers=[
+            {
+                "job_id": j,
+                "model": job_model[j],
+                "value": pct(per_job_hit, per_job_all, j),
+            }
+            for j in job_order[:TOP_N]
+        ],
+    )
+
+
+def _gpu_time_share(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
+    rows = _clipped_rows(db_session, slo, t0, t1)
+    return [
+        _share_evaluation(
+            group, lambda r: _matches_phase(slo, r.component, r.phase), model, drivers_high=True
+        )
+        for model, group in sorted(_group(slo, rows, lambda r: r.model).items(), key=_key)
+    ]
+
+
+def _ett_floor(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
+    rows = _clipped_rows(db_session, slo, t0, t1)
+    return [
+        _share_evaluation(
+            group, lambda r: r.component == "effective_training", model, drivers_high=False
+        )
+        for model, group in sorted(_group(slo, rows, lambda r: r.model).items(), key=_key)
+        if model is not None
+    ]
+
+
+def _key(item: tuple[str | None, Any]) -> str:
+    return item[0] or ""
+
+
+# ---- per-attempt duration percentile -------------------------------------------------------------
+
+
+def _duration_percentile(
+    db_session: Session, slo: SloSpec, t0: float, t1: float
+) -> list[Evaluation]:
+    """Percentile of each attempt's exposed time in the phase, for attempts that began it in the window."""
+    phase_clause: Any = JobInterval.component == slo.component
+    if slo.phase:
+        phase_clause = and_(
+            phase_clause,
+            or_(JobInterval.phase == slo.phase, JobInterval.phase.like(slo.phase + ".%")),
+        )
+    first = func.min(JobInterval.start)
+    stmt = (
+        select(
+            JobInterval.job_id,
+            JobInterval.attempt,
+            JobResult.model,
+            func.sum(JobInterval.end - JobInterval.start),
+        )
+        .join(JobResult, JobResult.job_id == JobInterval.job_id)
+        .where(phase_clause)
+        .group_by(JobInterval.job_id, JobInterval.attempt, JobResult.model)
+        .having(and_(first >= t0, first < t1))
+    )
+    clause = _model_clause(slo)
+    if clause is not None:
+        stmt = stmt.where(clause)
+    attempts = [
+        (job_id, attempt, model, float(seconds or 0.0))
+        for job_id, attempt, model, seconds in db_session.execute(stmt)
+        if _model_ok(slo, model)
+    ]
+    keep = _label_filter(db_session, slo, (a[0] for a in attempts))
+    if keep is not None:
+        attempts = [a for a in attempts if a[0] in keep]
+    out = []
+    for model, group in sorted(_group(slo, attempts, lambda a: a[2]).items(), key=_key):
+        durations = np.array([a[3] for a in group], dtype=float)
+        value = float(np.percentile(durations, slo.percentile or 50.0))
+        by_model: dict[str | None, list[float]] = defaultdict(list)
+        for a in group:
+            by_model[a[2]].append(a[3])
+        model_values = {
+            m: float(np.percentile(np.array(v), slo.percentile or 50.0))
+            for m, v in by_model.items()
+        }
+        slowest = sorted(group, key=lambda a: -a[3])
+        seen: set[str] = set()
+        job_drivers = []
+        for job_id, attempt, m, seconds in slowest:
+            if job_id in seen:
+                continue
+            seen.add(job_id)
+            job_drivers.append({"job_id": job_id, "model": m, "attempt": attempt, "value": seconds})
+            if len(job_drivers) >= TOP_N:
+                break
+        out.append(
+            Evaluation(
+                value=value,
+                jobs=len({a[0] for a in group}),
+                model=model,
+                models=[
+                    {"model": m, "value": v}
+                    for m, v in sorted(model_values.items(), key=lambda kv: -kv[1])[:TOP_N]
+                    if m is not None
+                ],
+                job_drivers=job_drivers,
+            )
+        )
+    return out
+
+
+# ---- failures per job -------------------------------------------------------------------------
+
+
+def _failures_of(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The engine's failure list from a job result (explicit and inferred)."""
+    if not result:
+        return []
+    failures = result.get("failures")
+    if failures is None:
+        failures = (result.get("level1") or {}).get("failures")
+    return [f for f in failures or [] if isinstance(f, dict)]
+
+
+def _failure_ts(f: dict[str, Any]) -> float | None:
+    for key in ("ts", "at", "time"):
+        v = f.get(key)
+        if isinstance(v, int | float):
+            return float(v)
+        if isinstance(v, str):
+            from datetime import datetime
+
+            try:
+                return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                return None
+    return None
+
+
+def _failures_per_job(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
+    """Failures (of one kind, or any) that happened in the window, per job active in it."""
+    stmt = select(
+        JobResult.job_id, JobResult.model, JobResult.nof, JobResult.submitted_at, JobResult.ended_at
+    ).where(
+        JobResult.submitted_at < t1,
+        or_(JobResult.ended_at.is_(None), JobResult.ended_at > t0),
+    )
+    clause = _model_clause(slo)
+    if clause is not None:
+        stmt = stmt.where(clause)
+    jobs = [row for row in db_session.execute(stmt) if _model_ok(slo, row[1])]
+    keep = _label_filter(db_session, slo, (j[0] for j in jobs))
+    if keep is not None:
+        jobs = [j for j in jobs if j[0] in keep]
+    with_failures = [j[0] for j in jobs if (j[2] or 0) > 0]
+    counts: dict[str, int] = defaultdict(int)
+    for i in range(0, len(with_failures), 500):
+        chunk = with_failures[i : i + 500]
+        for job_id, result in db_session.execute(
+            select(JobResult.job_id, JobResult.result).where(JobResult.job_id.in_(chunk))
+        ):
+            for f in _failures_of(result):
+                ts = _failure_ts(f)
+                if ts is None or not t0 <= ts < t1:
+                    continue
+                if slo.failure_kind not in (None, "any") and f.get("kind") != slo.failure_kind:
+                    continue
+                counts[job_id] += 1
+    out = []
+    for model, group in sorted(_group(slo, jobs, lambda j: j[1]).items(), key=_key):
+        if not group:
+            continue
+        total = sum(counts.get(j[0], 0) for j in group)
+        by_model_jobs: dict[str | None, int] = defaultdict(int)
+        by_model_fail: dict[str | None, int] = defaultdict(int)
+        for j in group:
+            by_model_jobs[j[1]] += 1
+            by_model_fail[j[1]] += counts.get(j[0], 0)
+        model_rates = sorted(
+            ((m, by_model_fail[m] / n) for m, n in by_model_jobs.items() if m is not None),
+            key=lambda kv: -kv[1],
+        )
+        worst = sorted((j for j in group if counts.get(j[0])), key=lambda j: -counts[j[0]])
+        out.append(
+            Evaluation(
+                value=total / len(group),
+                jobs=len(group),
+                model=model,
+                models=[{"model": m, "value": v} for m, v in model_rates[:TOP_N] if v > 0],
+                job_drivers=[
+                    {"job_id": j[0], "model": j[1], "value": float(counts[j[0]])}
+                    for j in worst[:TOP_N]
+                ],
+            )
+        )
+    return out

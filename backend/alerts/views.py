@@ -1,0 +1,332 @@
+"""REST for SLOs, alerts, silences, acknowledgements and an owner's status (SPEC section 5)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel
+
+from backend.alerts import service
+from backend.alerts.models import AckCreate, AlertState, SilenceCreate
+from backend.alerts.slos import ChannelSpec, SloSpec, format_duration, parse_duration
+from backend.auth.deps import AdminAccess, ReadAccess
+from backend.deps import SessionDep, SettingsDep
+from backend.timefmt import rfc3339
+from ingest.schema import parse_time
+
+router = APIRouter(tags=["alerts"])
+
+AlertStateName = Literal["inactive", "pending", "firing", "resolved"]
+
+
+class SloRead(BaseModel):
+    """One SLO as the API shows it (durations in seconds and in words)."""
+
+    name: str
+    owner: str
+    component: str
+    phase: str | None
+    indicator: str
+    percentile: float | None
+    failure_kind: str | None
+    objective: float
+    window_s: float
+    window: str
+    for_s: float
+    hysteresis: float
+    severity: str
+    model: str | None
+    labels: dict[str, str]
+    per_model: bool
+    runbook_url: str | None
+    description: str | None
+    enabled: bool
+
+
+def _slo_read(spec: SloSpec) -> SloRead:
+    return SloRead(**spec.to_doc(), window=format_duration(spec.window_s))
+
+
+def _alert_read(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, Any]:
+    details = state.details or {}
+    return {
+        "fingerprint": state.fingerprint,
+        "slo": state.slo_name,
+        "owner": state.owner,
+        "component": state.component,
+        "model": state.model,
+        "severity": state.severity,
+        "state": state.state,
+        "value": state.value,
+        "objective": state.objective,
+        "labels": state.labels,
+        "breach_started_at": rfc3339(state.breach_started_at),
+        "fired_at": rfc3339(state.fired_at),
+        "resolved_at": rfc3339(state.resolved_at),
+        "last_evaluated_at": rfc3339(state.last_evaluated_at),
+        "episode": state.episode,
+        "notified": state.notified_firing,
+        "silenced": silenced,
+        "jobs": details.get("jobs", 0),
+        "models": details.get("models", []),
+        "job_drivers": details.get("job_drivers", []),
+        "acknowledged": bool(acks and acks[0].episode == state.episode),
+        "acknowledgements": [
+            {
+                "by": a.acknowledged_by,
+                "comment": a.comment,
+                "episode": a.episode,
+                "at": rfc3339(a.created_at),
+            }
+            for a in acks
+        ],
+    }
+
+
+def _silence_read(s: Any, now: float) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "matchers": {k: getattr(s, k) for k in ("owner", "component", "model") if getattr(s, k)},
+        "starts_at": rfc3339(s.starts_at),
+        "ends_at": rfc3339(s.ends_at),
+        "active": s.starts_at <= now < s.ends_at,
+        "comment": s.comment,
+        "created_by": s.created_by,
+        "created_at": rfc3339(s.created_at),
+    }
+
+
+def _alerts(db_session: Any, states: list[AlertState], now: float) -> list[dict[str, Any]]:
+    acks = service.acks_for(db_session=db_session, fingerprints=[s.fingerprint for s in states])
+    silences = service.list_silences(db_session=db_session, active_at=now)
+    return [
+        _alert_read(
+            s,
+            acks.get(s.fingerprint, []),
+            service.silenced_by(silences, dict(s.labels or {})) is not None,
+        )
+        for s in states
+    ]
+
+
+@router.get("/slos", response_model=list[SloRead])
+def get_slos(db_session: SessionDep, _: ReadAccess, owner: str | None = None) -> list[SloRead]:
+    """Every SLO (from the SLO file and the admin API), optionally one owner's."""
+    return [_slo_read(s) for s in service.list_slos(db_session=db_session, owner=owner)]
+
+
+@router.get("/slos/{name}", response_model=SloRead)
+def get_slo(name: str, db_session: SessionDep, _: ReadAccess) -> SloRead:
+    """One SLO."""
+    spec = service.get_slo(db_session=db_session, name=name)
+    if spec is None:
+        raise HTTPException(404, f"no SLO named {name!r}")
+    return _slo_read(spec)
+
+
+@router.put("/slos/{name}", response_model=SloRead)
+def put_slo(name: str, spec: SloSpec, db_session: SessionDep, _: AdminAccess) -> SloRead:
+    """Create or replace an SLO (admin); it then overrides a file SLO of the same name."""
+    if spec.name != name:
+        raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
+    service.put_slo(db_session=db_session, spec=spec)
+    db_session.commit()
+    return _slo_read(spec)
+
+
+@router.delete("/slos/{name}", status_code=204)
+def delete_slo(name: str, db_session: SessionDep, _: AdminAccess) -> Response:
+    """Delete an SLO (admin); its firing alerts resolve on the next evaluation."""
+    if not service.delete_slo(db_session=db_session, name=name):
+        raise HTTPException(404, f"no SLO named {name!r}")
+    db_session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/alerts")
+def get_alerts(
+    db_session: SessionDep,
+    _: ReadAccess,
+    owner: str | None = None,
+    state: AlertStateName | None = None,
+    component: str | None = None,
+    model: str | None = None,
+    slo: str | None = None,
+    limit: int = Query(500, ge=1, le=5000),
+) -> list[dict[str, Any]]:
+    """Alert instances (filters: owner, state, component, model, slo), firing first."""
+    states = service.list_alerts(
+        db_session=db_session,
+        owner=owner,
+        state=state,
+        component=component,
+        model=model,
+        slo=slo,
+        limit=limit,
+    )
+    return _alerts(db_session, states, time.time())
+
+
+@router.post("/alerts/{fingerprint}/ack", status_code=201)
+def ack_alert(
+    fingerprint: str, body: AckCreate, db_session: SessionDep, _: AdminAccess
+) -> dict[str, Any]:
+    """Acknowledge an alert's current episode."""
+    ack = service.acknowledge(
+        db_session=db_session,
+        fingerprint=fingerprint,
+        acknowledged_by=body.acknowledged_by,
+        comment=body.comment,
+    )
+    if ack is None:
+        raise HTTPException(404, f"no alert with fingerprint {fingerprint!r}")
+    db_session.commit()
+    return {
+        "fingerprint": fingerprint,
+        "episode": ack.episode,
+        "by": ack.acknowledged_by,
+        "comment": ack.comment,
+        "at": rfc3339(ack.created_at),
+    }
+
+
+@router.get("/silences")
+def get_silences(
+    db_session: SessionDep, _: ReadAccess, active: bool = False, owner: str | None = None
+) -> list[dict[str, Any]]:
+    """Silences, newest first; active=true keeps those in force now."""
+    now = time.time()
+    rows = service.list_silences(
+        db_session=db_session, active_at=now if active else None, owner=owner
+    )
+    return [_silence_read(s, now) for s in rows]
+
+
+@router.post("/silences", status_code=201)
+def post_silence(body: SilenceCreate, db_session: SessionDep, _: AdminAccess) -> dict[str, Any]:
+    """Create a silence: matchers on owner, component, model; an expiry; a comment."""
+    now = time.time()
+    try:
+        starts = parse_time(body.starts_at) if body.starts_at is not None else now
+        if body.ends_at is not None:
+            ends = parse_time(body.ends_at)
+        elif body.duration is not None:
+            ends = starts + parse_duration(body.duration)
+        else:
+            raise ValueError("give ends_at (RFC 3339 or epoch seconds) or a duration such as 2h")
+        row = service.create_silence(
+            db_session=db_session,
+            owner=body.owner,
+            component=body.component,
+            model=body.model,
+            starts_at=starts,
+            ends_at=ends,
+            comment=body.comment,
+            created_by=body.created_by,
+            now=now,
+        )
+    except ValueError as err:
+        raise HTTPException(400, str(err)) from err
+    db_session.commit()
+    return _silence_read(row, now)
+
+
+@router.delete("/silences/{silence_id}")
+def delete_silence(silence_id: int, db_session: SessionDep, _: AdminAccess) -> dict[str, Any]:
+    """Expire a silence now."""
+    if not service.expire_silence(db_session=db_session, silence_id=silence_id):
+        raise HTTPException(404, f"no silence {silence_id}")
+    db_session.commit()
+    rows = [s for s in service.list_silences(db_session=db_session) if s.id == silence_id]
+    return _silence_read(rows[0], time.time())
+
+
+@router.put("/owners/{owner}/channels/{name}")
+def put_channel(
+    owner: str, name: str, spec: ChannelSpec, db_session: SessionDep, _: AdminAccess
+) -> dict[str, Any]:
+    """Create or replace one of an owner's channels (admin)."""
+    if spec.name != name:
+        raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
+    row = service.put_channel(db_session=db_session, owner=owner, spec=spec)
+    db_session.commit()
+    return {"owner": owner, "name": row.name, "kind": row.kind, "enabled": row.enabled}
+
+
+@router.get("/owners/{owner}/channels")
+def get_channels(owner: str, db_session: SessionDep, _: AdminAccess) -> list[dict[str, Any]]:
+    """An owner's channels with their targets (admin: targets can hold secrets)."""
+    return [
+        {
+            "name": c.name,
+            "kind": c.kind,
+            "target": c.target,
+            "options": c.options,
+            "enabled": c.enabled,
+            "source": c.source,
+        }
+        for c in service.list_channels(db_session=db_session, owner=owner)
+    ]
+
+
+@router.get("/owners/{owner}/status")
+def owner_status(
+    owner: str, db_session: SessionDep, settings: SettingsDep, _: ReadAccess
+) -> dict[str, Any]:
+    """An owner's SLOs with their current value and state, firing alerts, silences, deliveries."""
+    now = time.time()
+    slos = service.list_slos(db_session=db_session, owner=owner)
+    states = service.list_alerts(db_session=db_session, owner=owner)
+    alerts = _alerts(db_session, states, now)
+    by_slo: dict[str, list[dict[str, Any]]] = {}
+    for a in alerts:
+        by_slo.setdefault(a["slo"], []).append(a)
+    slo_rows = []
+    for spec in slos:
+        instances = by_slo.get(spec.name, [])
+        worst = next((i["state"] for i in instances if i["state"] == "firing"), None) or next(
+            (i["state"] for i in instances if i["state"] == "pending"), "ok"
+        )
+        slo_rows.append(
+            {
+                **_slo_read(spec).model_dump(),
+                "status": worst if spec.enabled else "disabled",
+                "instances": [
+                    {k: i[k] for k in ("fingerprint", "model", "state", "value", "fired_at")}
+                    for i in instances
+                ],
+            }
+        )
+    firing = [a for a in alerts if a["state"] in ("firing", "pending")]
+    channels = service.list_channels(db_session=db_session, owner=owner)
+    deliveries = service.list_deliveries(db_session=db_session, owner=owner, limit=50)
+    return {
+        "owner": owner,
+        "status": "firing"
+        if any(a["state"] == "firing" for a in firing)
+        else ("pending" if firing else "ok"),
+        "evaluated_at": rfc3339(max((s.last_evaluated_at for s in states), default=None)),
+        "slos": slo_rows,
+        "alerts": firing,
+        "silences": [
+            _silence_read(s, now)
+            for s in service.list_silences(db_session=db_session, active_at=now, owner=owner)
+        ],
+        "channels": [{"name": c.name, "kind": c.kind, "enabled": c.enabled} for c in channels],
+        "deliveries": [
+            {
+                "at": rfc3339(d.at),
+                "channel": d.channel,
+                "kind": d.kind,
+                "attempt": d.attempt,
+                "outcome": d.outcome,
+                "status_code": d.status_code,
+                "error": d.error,
+                "fingerprint": d.fingerprint,
+            }
+            for d in deliveries
+        ],
+        "dashboard": f"{settings.public_url.rstrip('/')}/owners?owner={owner}",
+    }
