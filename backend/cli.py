@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from backend.alerts.cli import alerts_app
 from backend.config import get_settings
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 token_app = typer.Typer(help="API tokens for ingest, reads and admin.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
+app.add_typer(alerts_app, name="alerts")
 
 
 def _fail(message: str, code: int = 2) -> None:
