@@ -9,6 +9,7 @@ import typer
 
 from backend.alerts.cli import alerts_app
 from backend.config import get_settings
+from backend.ett.cli import recompute
 
 app = typer.Typer(
     name="ett",
@@ -22,6 +23,7 @@ token_app = typer.Typer(help="API tokens for ingest, reads and admin.", no_args_
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
+app.command("recompute")(recompute)
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -44,6 +44,9 @@ _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
 # A phase_started is closed by a `phase` of the same attempt and name starting this close to it.
 _MATCH_TOLERANCE_S = 1e-3
 
+# A warning names at most this many event ids (its `count` says how many it touched).
+MAX_WARNING_IDS = 1000
+
 WARNING_RULES: dict[str, str] = {
     "invalid_event": "event set aside: a required field is missing or has the wrong type",
     "unknown_type": "event set aside: unknown event type",
@@ -85,9 +88,14 @@ class WarningLog:
                 bucket.add(eid)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """Warnings as {code, message, event_ids}, in code order."""
+        """Warnings as {code, message, count, event_ids}, in code order (at most 1,000 ids each)."""
         return [
-            {"code": code, "message": WARNING_RULES[code], "event_ids": sorted(ids)}
+            {
+                "code": code,
+                "message": WARNING_RULES[code],
+                "count": len(ids),
+                "event_ids": sorted(ids)[:MAX_WARNING_IDS],
+            }
             for code, ids in sorted(self._ids.items())
         ]
 

@@ -368,6 +368,7 @@ def test_open_phase_is_closed_by_attempt_end_or_matching_phase():
         {
             "code": "phase_never_ended",
             "message": r.warnings[0]["message"],
+            "count": 1,
             "event_ids": [lost],
         }
     ]

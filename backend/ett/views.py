@@ -1,0 +1,128 @@
+"""REST: the job list and one job's ETT answer (partition, Level 1, phases, intervals)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel
+
+from backend.auth.deps import ReadAccess
+from backend.deps import SessionDep, SettingsDep
+from backend.ett import service
+from backend.timefmt import rfc3339
+
+router = APIRouter(tags=["jobs"])
+
+SortKey = Literal[
+    "ett_pct",
+    "-ett_pct",
+    "gpu_hours_lost",
+    "-gpu_hours_lost",
+    "submitted_at",
+    "-submitted_at",
+    "e2e_s",
+    "-e2e_s",
+]
+
+
+class JobSummary(BaseModel):
+    """One row of the job list."""
+
+    job_id: str
+    model: str | None
+    owner: str | None
+    labels: dict[str, Any]
+    gpus: int
+    status: str
+    provisional: bool
+    submitted_at: str | None
+    ended_at: str | None
+    e2e_s: float
+    effective_s: float
+    ett_pct: float
+    gpu_hours_lost: float
+    nof: int
+    tts_s: float
+    recovery_s: float
+
+
+class JobPage(BaseModel):
+    """A page of jobs and the total that matched."""
+
+    total: int
+    limit: int
+    offset: int
+    jobs: list[JobSummary]
+
+
+def _epoch(value: datetime | None) -> float | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _labels(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise HTTPException(422, f"label: expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@router.get("/jobs", response_model=JobPage)
+def list_jobs(
+    db_session: SessionDep,
+    _access: ReadAccess,
+    model: str | None = None,
+    owner: Annotated[
+        str | None, Query(description="owning team (job label or model owner)")
+    ] = None,
+    label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
+    status: str | None = None,
+    start: Annotated[
+        datetime | None, Query(description="jobs still running at or after this time")
+    ] = None,
+    end: Annotated[datetime | None, Query(description="jobs submitted before this time")] = None,
+    sort: SortKey = "-submitted_at",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobPage:
+    """Jobs with their ETT%, lost GPU-hours and Level-1 headline numbers; filter, sort, page."""
+    rows, total = service.list_jobs(
+        db_session=db_session,
+        model=model,
+        owner=owner,
+        labels=_labels(label),
+        status=status,
+        start=_epoch(start),
+        end=_epoch(end),
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
+    jobs = [
+        JobSummary(
+            **{k: v for k, v in r.items() if k not in ("submitted_at", "ended_at", "computed_at")},
+            submitted_at=rfc3339(r["submitted_at"]),
+            ended_at=rfc3339(r["ended_at"]),
+        )
+        for r in rows
+    ]
+    return JobPage(total=total, limit=limit, offset=offset, jobs=jobs)
+
+
+@router.get("/jobs/{job_id}/ett")
+def get_job_ett(
+    job_id: str, db_session: SessionDep, settings: SettingsDep, _access: ReadAccess
+) -> dict[str, Any]:
+    """One job's ETT answer: components, wasted, l1, phases, warnings and attributed intervals."""
+    doc = service.job_ett(db_session=db_session, job_id=job_id, settings=settings, fmt=rfc3339)
+    if doc is None:
+        raise HTTPException(404, f"job {job_id!r} not found: no events were ingested for it")
+    return doc
