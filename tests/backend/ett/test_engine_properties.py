@@ -108,9 +108,7 @@ def job(draw: st.DrawFn) -> list[dict[str, Any]]:
     return events
 
 
-COMMON = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+COMMON = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @COMMON
