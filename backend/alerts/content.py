@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from backend.alerts.delivery import AlertMessage, rfc3339
 from backend.alerts.slos import SloSpec, format_duration
@@ -83,15 +84,37 @@ def subject(slo: SloSpec) -> str:
     return f"{what} {INDICATOR_WORDS[slo.indicator]}"
 
 
-def dashboard_url(public_url: str, slo: SloSpec, model: str | None) -> str:
-    """The dashboard page that shows this breach: the model page, or the owner's page."""
+def dashboard_url(
+    public_url: str,
+    slo: SloSpec,
+    model: str | None,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+) -> str:
+    """The dashboard page that shows this breach: the model page, or the owner's page.
+
+    The date range starts one window before the breach so the page shows the change; the end
+    stays open (today) while the alert fires.
+    """
     base = public_url.rstrip("/")
+    query: dict[str, str] = {}
     if model:
-        return f"{base}/model/{quote(model, safe='')}"
-    query = {"owner": slo.owner, "component": slo.component}
-    if slo.model:
-        query["model"] = slo.model
-    return f"{base}/owners?{urlencode(query)}"
+        path, query["model"] = "/model", model
+    else:
+        path = "/owners"
+        query["owner"], query["component"] = slo.owner, slo.component
+        if slo.model:
+            query["model"] = slo.model
+    if since is not None:
+        query["start"] = _day(since - slo.window_s)
+    if until is not None:
+        query["end"] = _day(until)
+    return f"{base}{path}?{urlencode(query)}"
+
+
+def _day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).date().isoformat()
 
 
 def build_message(
@@ -134,7 +157,13 @@ def build_message(
         lines.append(f"Jobs driving it: {shown}.")
     if slo.runbook_url:
         lines.append(f"Runbook: {slo.runbook_url}")
-    link = dashboard_url(public_url, slo, model)
+    link = dashboard_url(
+        public_url,
+        slo,
+        model,
+        since=since,
+        until=ended_at if status == "resolved" else None,
+    )
     lines.append(f"Dashboard: {link}")
     annotations = {
         "summary": title,

@@ -300,7 +300,8 @@ def _failures_of(result: dict[str, Any] | None) -> list[dict[str, Any]]:
         return []
     failures = result.get("failures")
     if failures is None:
-        failures = (result.get("level1") or {}).get("failures")
+        # The ETT engine's shape: {"l1": {"failures": [{"ts", "kind", "attempt", ...}]}}.
+        failures = (result.get("l1") or {}).get("failures")
     return [f for f in failures or [] if isinstance(f, dict)]
 
 

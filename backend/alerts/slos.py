@@ -38,8 +38,8 @@ def parse_duration(value: str | float | int) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """The shortest exact unit for a duration: 7d, 6h, 30m, 90s."""
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+    """The largest exact unit for a duration: 7d, 6h, 30m, 90s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"

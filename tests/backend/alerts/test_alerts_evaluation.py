@@ -157,7 +157,7 @@ def test_regression_fires_once_to_the_owner_and_resolves_after_recovery(
     assert ann["runbook_url"] == "https://runbooks.example/sched"
     assert (
         alert["generatorURL"]
-        == "http://dash.example:8050/owners?owner=scheduler&component=scheduling"
+        == "http://dash.example:8050/owners?owner=scheduler&component=scheduling&start=2027-01-14"
     )
     slack = http_receiver.on("/sched-slack")[0].body["text"]
     assert "model-x" in slack and "slow-0" in slack
@@ -172,6 +172,7 @@ def test_regression_fires_once_to_the_owner_and_resolves_after_recovery(
     hooks = http_receiver.wait_for("/sched", 2)
     assert [h.body["status"] for h in hooks] == ["firing", "resolved"]
     assert hooks[1].body["alerts"][0]["endsAt"] == "2027-01-17T08:00:00.000Z"
+    assert hooks[1].body["alerts"][0]["generatorURL"].endswith("&start=2027-01-14&end=2027-01-17")
     assert len(smtp_server.wait_for(2)) == 2
     _pass(database, settings, T + 2 * DAY + 60, holder="replica-3")
     assert len(http_receiver.on("/sched")) == 2
