@@ -98,3 +98,62 @@ def seed_job(
 def slow_scheduling(extra_s: float) -> tuple[tuple[str, str | None, float], ...]:
     """The healthy job with a longer queue wait."""
     return (("scheduling", "scheduling", 300.0 + extra_s), *HEALTHY[1:])
+
+
+def job_events(
+    job_id: str,
+    model: str,
+    t0: float,
+    *,
+    gpus: int = 8,
+    preempted_queue_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Wire events of one job; with preempted_queue_s, attempt 0 is preempted and re-queued."""
+    n = 0
+
+    def ev(etype: str, attempt: int | None, **fields: Any) -> dict[str, Any]:
+        nonlocal n
+        n += 1
+        return {
+            "event_id": f"{job_id}-{n}",
+            "job_id": job_id,
+            "type": etype,
+            "attempt": attempt,
+            **fields,
+        }
+
+    out = [ev("job_submitted", None, ts=t0, model=model, gpus=gpus)]
+    t = t0 + 300.0
+    out += [
+        ev("attempt_started", 0, ts=t),
+        ev("phase", 0, phase="trainer_init", start=t + 60, end=t + 600),
+        ev("phase", 0, phase="pt2_compile", start=t + 600, end=t + 900),
+        ev("progress", 0, start=t + 900, end=t + 4500, cursor_start=0, cursor_end=3600, steps=3600),
+    ]
+    t += 4500
+    if preempted_queue_s is not None:
+        out += [
+            ev("failure", 0, ts=t, kind="preemption"),
+            ev("attempt_ended", 0, ts=t, reason="preempted"),
+        ]
+        t += preempted_queue_s
+        out += [
+            ev("attempt_started", 1, ts=t),
+            ev("phase", 1, phase="trainer_init", start=t + 60, end=t + 600),
+            ev("phase", 1, phase="checkpoint_restore", start=t + 600, end=t + 700),
+            ev(
+                "progress",
+                1,
+                start=t + 700,
+                end=t + 2500,
+                cursor_start=3000,
+                cursor_end=4800,
+                steps=1800,
+            ),
+        ]
+        t += 2500
+        out.append(ev("attempt_ended", 1, ts=t, reason="completed"))
+    else:
+        out.append(ev("attempt_ended", 0, ts=t, reason="completed"))
+    out.append(ev("job_ended", None, ts=t + 60, status="succeeded"))
+    return out
