@@ -7,6 +7,7 @@ result and re-raises its exceptions untouched; the agent's own errors are logged
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -68,10 +69,8 @@ def _checkpoint_bytes(kwargs: dict[str, Any]) -> int | None:
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
     return total
 
 

@@ -18,6 +18,17 @@ pytestmark = pytest.mark.torch
 REPO = Path(__file__).resolve().parents[2]
 
 
+def wait_for_checkpoints(agent: Agent, server: FakeIngest, count: int) -> list[dict[str, Any]]:
+    """Future callbacks may run just after result() returns: wait briefly for them."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while len(server.of_type("checkpoint")) < count and time.monotonic() < deadline:
+        agent.flush(timeout=1)
+        time.sleep(0.05)
+    return server.of_type("checkpoint")
+
+
 @pytest.fixture
 def agent(fake_ingest: FakeIngest, tmp_path: Path) -> Iterator[Agent]:
     agent = Agent(
@@ -95,8 +106,7 @@ def test_dcp_save_async_save_and_load(
     restored = {"w": torch.zeros(64, 64)}
     dcp.load(restored, checkpoint_id=str(tmp_path / "ck1"), no_dist=True)
     assert torch.equal(restored["w"], state["w"])
-    assert agent.flush(timeout=5)
-    checkpoints = fake_ingest.of_type("checkpoint")
+    checkpoints = wait_for_checkpoints(agent, fake_ingest, 2)
     assert len(checkpoints) == 2
     for ck in checkpoints:
         assert ck["ok"] is True and ck["cursor"] == 3
@@ -179,7 +189,6 @@ def test_async_save_response_form_commits_on_upload(
     assert isinstance(response, dcp.state_dict_saver.AsyncSaveResponse)
     response.upload_completion.result()
     stager.close()
-    assert agent.flush(timeout=5)
-    (ck,) = fake_ingest.of_type("checkpoint")
+    (ck,) = wait_for_checkpoints(agent, fake_ingest, 1)
     assert ck["ok"] is True and ck["cursor"] == 10 and ck["bytes"] > 256 * 256 * 4
     assert ck["start"] <= ck["blocking_end"] <= ck["committed"]
