@@ -2,11 +2,21 @@
 
 from fastapi import APIRouter
 
+from backend.advice.views import router as advice_router
 from backend.alerts.views import router as alerts_router
+from backend.compare.views import router as compare_router
 from backend.ett.views import router as ett_router
+from backend.fleet.views import router as fleet_router
+from backend.owners.views import router as owners_router
+from backend.workloads.views import router as workloads_router
 from ingest.views import router as ingest_router
 
 api_router = APIRouter()
 api_router.include_router(ingest_router)
 api_router.include_router(alerts_router)
 api_router.include_router(ett_router)
+api_router.include_router(owners_router)
+api_router.include_router(fleet_router)
+api_router.include_router(compare_router)
+api_router.include_router(workloads_router)
+api_router.include_router(advice_router)

@@ -20,6 +20,7 @@ from backend.config import Settings
 from backend.db import Database, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
+from backend.fleet.service import refresh_job_rollups
 from backend.jobs.models import Attempt, Job, Model
 from ingest.models import RawEvent
 
@@ -184,6 +185,7 @@ def recompute_job(
         custom_phases=custom_phases,
     )
     store(db_session=db_session, job_id=job_id, result=result)
+    refresh_job_rollups(db_session=db_session, job_ids=[job_id])
     # Cleared only if no ingest re-marked the job since we read its events.
     db_session.execute(
         update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)

@@ -46,6 +46,16 @@ def time_range(
     return lo, hi
 
 
+def call_service(fn: Any, **kwargs: Any) -> Any:
+    """Call a service function, turning LookupError into 404 and ValueError into 422."""
+    try:
+        return fn(**kwargs)
+    except LookupError as err:
+        raise HTTPException(404, str(err.args[0] if err.args else err)) from err
+    except ValueError as err:
+        raise HTTPException(422, str(err)) from err
+
+
 def parse_labels(items: Iterable[str] | None) -> dict[str, str]:
     """`key=value` strings to a dict; a malformed one answers 422."""
     out: dict[str, str] = {}
@@ -83,4 +93,27 @@ def _cell(value: Any) -> Any:
         return ""
     if isinstance(value, float):
         return round(value, 6)
+    return value
+
+
+TIME_KEYS = frozenset(
+    {"bucket", "start", "end", "submitted_at", "ended_at", "ts", "training_start", "updated_at"}
+)
+
+
+def with_rfc3339(value: Any) -> Any:
+    """A copy of an answer with every epoch time under a TIME_KEYS key as RFC 3339 UTC."""
+    from backend.timefmt import rfc3339
+
+    if isinstance(value, dict):
+        return {
+            k: (
+                rfc3339(v)
+                if k in TIME_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
+                else with_rfc3339(v)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [with_rfc3339(v) for v in value]
     return value

@@ -1,0 +1,1 @@
+"""Paired comparison of a baseline and an optimized job, with cascade attribution."""
