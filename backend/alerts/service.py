@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -580,27 +581,94 @@ def evaluate_slos(
         )
 
 
-def _record_attempt(db: Database, notification_id: int | None, fp: str | None) -> Any:
+def _record_attempt(db: Database, notices: Sequence[tuple[int | None, str | None]]) -> Any:
+    """A delivery-log writer: one row per attempt and per notice the attempt carried."""
+
     def record(a: DeliveryAttempt) -> None:
         with db.session() as s:
-            s.add(
-                Delivery(
-                    notification_id=notification_id,
-                    fingerprint=fp,
-                    owner=a.channel.owner,
-                    channel=a.channel.name or a.channel.kind,
-                    kind=a.channel.kind,
-                    attempt=a.attempt,
-                    at=a.started_at,
-                    duration_s=a.duration_s,
-                    outcome=a.outcome,
-                    status_code=a.status_code,
-                    error=(a.error or None) and a.error[:4000],
+            for notification_id, fp in notices:
+                s.add(
+                    Delivery(
+                        notification_id=notification_id,
+                        fingerprint=fp,
+                        owner=a.channel.owner,
+                        channel=a.channel.name or a.channel.kind,
+                        kind=a.channel.kind,
+                        attempt=a.attempt,
+                        at=a.started_at,
+                        duration_s=a.duration_s,
+                        outcome=a.outcome,
+                        status_code=a.status_code,
+                        error=(a.error or None) and a.error[:4000],
+                    )
                 )
-            )
             s.commit()
 
     return record
+
+
+def _claimable(now: float) -> Any:
+    return or_(
+        Notification.status == "pending",
+        (Notification.status == "sending") & (Notification.claimed_at < now - STALE_CLAIM_S),
+    )
+
+
+def _claim(db: Database, holder: str) -> dict[str, list[Notification]]:
+    """Claim every sendable notice (a conditional UPDATE each), grouped by owner."""
+    now = time.time()
+    with db.session() as s:
+        ids = s.scalars(
+            select(Notification.id).where(_claimable(now)).order_by(Notification.id)
+        ).all()
+        by_owner: dict[str, list[Notification]] = {}
+        for nid in ids:
+            claimed = s.execute(
+                update(Notification)
+                .where(Notification.id == nid, _claimable(now))
+                .values(status="sending", claimed_by=holder, claimed_at=now)
+            )
+            s.commit()
+            if claimed.rowcount != 1:
+                continue  # another sender has it
+            note = s.get(Notification, nid)
+            if note is not None:
+                by_owner.setdefault(note.owner, []).append(note)
+        return by_owner
+
+
+def _send_owner(
+    db: Database,
+    settings: Settings,
+    owner: str,
+    notes: list[Notification],
+    policy: RetryPolicy | None,
+) -> tuple[int, int]:
+    """One batch per owner and channel (like an Alertmanager group); returns (sent, not sent)."""
+    with db.session() as s:
+        channels = channels_for(db_session=s, owner=owner)
+    messages = [_message_from(n.message) for n in notes]
+    results = deliver_all(
+        messages,
+        channels,
+        policy=policy,
+        on_attempt=_record_attempt(db, [(n.id, n.fingerprint) for n in notes]),
+        external_url=settings.public_url,
+    )
+    delivered = sum(r.ok for r in results)
+    if not channels:
+        status = "undeliverable"
+        log.warning("%d alert notices for owner %s: the owner has no channel", len(notes), owner)
+    else:
+        status = "sent" if delivered == len(results) else ("partial" if delivered else "failed")
+    with db.session() as s:
+        s.execute(
+            update(Notification)
+            .where(Notification.id.in_([n.id for n in notes]))
+            .values(status=status, finished_at=time.time())
+        )
+        s.commit()
+    return (len(notes), 0) if status == "sent" else (0, len(notes))
 
 
 def dispatch_pending(
@@ -609,69 +677,29 @@ def dispatch_pending(
     settings: Settings,
     holder: str,
     policy: RetryPolicy | None = None,
-    now: float | None = None,
     report: EvaluationReport | None = None,
 ) -> EvaluationReport:
-    """Send every queued notice that this holder manages to claim, oldest first."""
+    """Send every queued notice this holder can claim; owners in parallel, each its own batch."""
     report = report or EvaluationReport(evaluated=False, holder=holder)
-    now = time.time() if now is None else now
-    with db.session() as s:
-        ids = s.scalars(
-            select(Notification.id)
-            .where(
-                or_(
-                    Notification.status == "pending",
-                    (Notification.status == "sending")
-                    & (Notification.claimed_at < now - STALE_CLAIM_S),
-                )
-            )
-            .order_by(Notification.id)
-        ).all()
-    for nid in ids:
-        with db.session() as s:
-            claimed = s.execute(
-                update(Notification)
-                .where(
-                    Notification.id == nid,
-                    or_(
-                        Notification.status == "pending",
-                        (Notification.status == "sending")
-                        & (Notification.claimed_at < now - STALE_CLAIM_S),
-                    ),
-                )
-                .values(status="sending", claimed_by=holder, claimed_at=time.time())
-            )
-            s.commit()
-            if claimed.rowcount != 1:
-                continue  # another sender has it
-            note = s.get(Notification, nid)
-            assert note is not None
-            message = _message_from(note.message)
-            channels = channels_for(db_session=s, owner=note.owner)
-        results = deliver_all(
-            [message],
-            channels,
-            policy=policy,
-            on_attempt=_record_attempt(db, nid, message.fingerprint),
-            external_url=settings.public_url,
-        )
-        ok = bool(results) and all(r.ok for r in results)
-        with db.session() as s:
-            s.execute(
-                update(Notification)
-                .where(Notification.id == nid)
-                .values(
-                    status="sent" if ok else ("failed" if channels else "undeliverable"),
-                    finished_at=time.time(),
-                )
-            )
-            s.commit()
-        if ok:
-            report.delivered += 1
-        else:
-            report.failed += 1
-            if not channels:
-                log.warning("alert %s for owner %s: the owner has no channel", nid, note.owner)
+    by_owner = _claim(db, holder)
+    if not by_owner:
+        return report
+    with ThreadPoolExecutor(
+        max_workers=min(8, len(by_owner)), thread_name_prefix="ett-alert-owner"
+    ) as pool:
+        futures = [
+            pool.submit(_send_owner, db, settings, owner, notes, policy)
+            for owner, notes in by_owner.items()
+        ]
+        for fut in futures:
+            try:
+                sent, failed = fut.result()
+            except Exception as exc:  # logged and counted; the claim goes stale and is retried
+                log.exception("alert dispatch failed")
+                report.errors.append(f"dispatch: {exc}")
+                continue
+            report.delivered += sent
+            report.failed += failed
     return report
 
 
@@ -717,7 +745,7 @@ def refresh_alertmanager(
             msgs,
             chans,
             policy=policy,
-            on_attempt=_record_attempt(db, None, None),
+            on_attempt=_record_attempt(db, [(None, m.fingerprint) for m in msgs]),
             external_url=settings.public_url,
         )
 

@@ -90,9 +90,15 @@ def test_preemption_regression_from_ingested_events_pages_the_scheduler(
     restore = states["restore_p90"]
     assert restore.state == "inactive" and abs(restore.value - 100.0) < 1e-6
 
+    # Both of the scheduler's notices travel in one group, as Alertmanager would send them.
     sched = http_receiver.on("/sched")
-    assert sorted(h.body["alerts"][0]["labels"]["alertname"] for h in sched) == [
+    assert len(sched) == 1
+    body = sched[0].body
+    assert sorted(a["labels"]["alertname"] for a in body["alerts"]) == [
         "preemptions",
         "queue_share",
     ]
+    assert body["commonLabels"]["owner"] == "scheduler" and body["groupLabels"] == {
+        "owner": "scheduler"
+    }
     assert http_receiver.on("/ckpt") == []
