@@ -9,6 +9,7 @@ import typer
 
 from backend.alerts.cli import alerts_app
 from backend.config import get_settings
+from backend.demo.command import demo
 from backend.ett.cli import recompute
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
 app.command("recompute")(recompute)
+app.command("demo")(demo)
 
 
 def _fail(message: str, code: int = 2) -> None:

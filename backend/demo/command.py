@@ -1,0 +1,127 @@
+"""`ett demo`: load a realistic fleet through the real pipeline, then serve it."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from backend.db import Database
+    from backend.demo.loader import LoadReport
+
+DEFAULT_MODELS = 40
+FULL_MODELS = 520
+DEFAULT_DAYS = 182.0
+
+
+def _database_is_empty(database: Database) -> bool:
+    from sqlalchemy import select
+
+    from ingest.models import RawEvent
+
+    with database.session() as s:
+        return s.scalar(select(RawEvent.event_id).limit(1)) is None
+
+
+def demo(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8050,
+    full: Annotated[
+        bool, typer.Option("--full", help=f"The {FULL_MODELS}-model fleet (several minutes).")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed gives the same fleet.")] = 7,
+    models: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help=f"Models in the longitudinal fleet (default {DEFAULT_MODELS}, "
+            f"with --full {FULL_MODELS}).",
+        ),
+    ] = None,
+    days: Annotated[
+        float, typer.Option(min=3.0, help="Days of history, ending now.")
+    ] = DEFAULT_DAYS,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Send the fleet to this running server over HTTP, then exit."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="ETT_TOKEN", help="Ingest token for --url.")
+    ] = None,
+    serve: Annotated[
+        bool, typer.Option(help="Serve API and dashboard after loading (--no-serve: exit).")
+    ] = True,
+    live: Annotated[
+        bool, typer.Option(help="Keep the running jobs sending events while serving.")
+    ] = True,
+) -> None:
+    """Load a demo fleet (6 benchmark pairs, 6 months of jobs) into an empty database, serve it."""
+    from backend import migrate
+    from backend.config import get_settings
+    from backend.db import Database
+    from backend.demo import fleet, loader
+    from backend.demo import live as live_feed
+
+    settings = get_settings()
+    count = models if models is not None else (FULL_MODELS if full else DEFAULT_MODELS)
+    spec = fleet.FleetSpec(seed=seed, models=count, days=days, now=time.time())
+    what = f"{count} models and 6 benchmark pairs over {days:g} days (seed {seed})"
+
+    if url is not None:
+        if not token:
+            typer.secho("error: --url needs --token (or ETT_TOKEN)", fg="red", err=True)
+            raise typer.Exit(2)
+        typer.echo(f"sending the demo fleet ({what}) to {url}")
+        report = loader.send_over_http(
+            url, token, fleet.fleet_events(spec), total_events=fleet.count_events(spec)
+        )
+        _summary(report)
+        return
+
+    migrate.upgrade(settings.database_url)
+    database = Database(settings.database_url)
+    if _database_is_empty(database):
+        typer.echo(f"loading the demo fleet ({what}) into {settings.database_url}")
+        report = loader.load_in_process(
+            database,
+            settings,
+            fleet.fleet_events(spec),
+            total_events=fleet.count_events(spec),
+            now=spec.now,
+        )
+        live_feed.save_spec(settings.home, spec)
+        _summary(report)
+    else:
+        typer.echo(
+            f"{settings.database_url} already holds events: serving them as they are "
+            "(point ETT_DATABASE_URL or ETT_HOME elsewhere for a fresh demo fleet)"
+        )
+        spec = live_feed.read_spec(settings.home) or spec
+        live = live and live_feed.read_spec(settings.home) is not None
+    if not serve:
+        database.dispose()
+        return
+
+    from backend.cli import serve as serve_command
+
+    feed = live_feed.LiveFeed(database, spec) if live else None
+    if feed is not None:
+        feed.start()
+    try:
+        serve_command(host=host, port=port, workers=True)
+    finally:
+        if feed is not None:
+            feed.stop()
+        database.dispose()
+
+
+def _summary(r: LoadReport) -> None:
+    jobs = f"; {r.jobs:,} jobs accounted" if r.jobs else ""
+    typer.echo(
+        f"sent {r.sent:,} events: {r.accepted:,} stored, {r.duplicates:,} duplicates, "
+        f"{len(r.rejected):,} rejected{jobs} in {r.ingest_s + r.recompute_s:.0f} s"
+    )
+    for rejected in r.rejected[:5]:
+        typer.secho(f"  rejected: {rejected}", fg="yellow", err=True)
