@@ -6,7 +6,9 @@ documented rule (backend.ett.timeline.WARNING_RULES) listed in the result's `war
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,6 +173,20 @@ def _sums(pieces: list[Piece]) -> tuple[dict[str, float], dict[str, float]]:
     return components, wasted
 
 
+@contextmanager
+def _cycle_gc_paused() -> Iterator[None]:
+    # The engine allocates no reference cycles, but its many short-lived objects trigger
+    # collections that rescan every event dict of a large job (about 15% of the time at 100k
+    # events). Refcounting still frees everything; GC is restored only if we turned it off.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def compute_job(
     events: Iterable[Mapping[str, Any]],
     *,
@@ -179,10 +195,11 @@ def compute_job(
     custom_phases: Mapping[str, str] | None = None,
 ) -> JobETT:
     """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""
-    tl = build_timeline(events, now=now, heartbeat_timeout_s=heartbeat_timeout_s)
-    part = partition(tl, custom_phases)
-    components, wasted = _sums(part.pieces)
-    l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
+    with _cycle_gc_paused():
+        tl = build_timeline(events, now=now, heartbeat_timeout_s=heartbeat_timeout_s)
+        part = partition(tl, custom_phases)
+        components, wasted = _sums(part.pieces)
+        l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
     return JobETT(
         job_id=tl.job_id,
         model=tl.model,

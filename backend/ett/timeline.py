@@ -202,8 +202,30 @@ def _canonical(event: Mapping[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, default=str)
 
 
-def _dedupe(events: Iterable[Any], warnings: WarningLog) -> dict[str, Mapping[str, Any]]:
+_TYPE_SPEC: dict[str, tuple[int, str]] = {t: (r, _TIME_FIELD[t]) for t, r in TYPE_RANK.items()}
+Keyed = tuple[float, int, str, Mapping[str, Any]]
+
+
+def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
+    """The total sort key of an event, or the warning code that sets it aside."""
+    etype = ev.get("type")
+    spec = _TYPE_SPEC.get(etype) if type(etype) is str else None
+    if spec is None:
+        return "unknown_type"
+    t = ev.get(spec[1])
+    if type(t) is not float or not math.isfinite(t):
+        t = _num(t)
+        if t is None:
+            return "invalid_event"
+    return (t, spec[0], eid, ev)
+
+
+def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]:
+    """One event per event_id, sorted by (time, type rank, event_id): never by arrival order."""
     by_id: dict[str, Mapping[str, Any]] = {}
+    keyed: list[Keyed] = []
+    set_aside: dict[str, str] = {}
+    conflicted: set[str] = set()
     for ev in events:
         if type(ev) is not dict and not isinstance(ev, Mapping):
             warnings.add("invalid_event")
@@ -215,11 +237,30 @@ def _dedupe(events: Iterable[Any], warnings: WarningLog) -> dict[str, Mapping[st
         prev = by_id.get(eid)
         if prev is None:
             by_id[eid] = ev
+            k = _key(ev, eid)
+            if type(k) is tuple:
+                keyed.append(k)
+            else:
+                set_aside[eid] = k
         elif prev is not ev and prev != ev:
-            warnings.add("conflicting_duplicate", eid)
+            conflicted.add(eid)
             if _canonical(ev) < _canonical(prev):
                 by_id[eid] = ev
-    return by_id
+    if conflicted:
+        warnings.add("conflicting_duplicate", *conflicted)
+        keyed = [k for k in keyed if k[2] not in conflicted]
+        for eid in conflicted:
+            set_aside.pop(eid, None)
+            k = _key(by_id[eid], eid)
+            if type(k) is tuple:
+                keyed.append(k)
+            else:
+                set_aside[eid] = k
+    for eid, code in set_aside.items():
+        warnings.add(code, eid)
+    # event_ids are unique here, so tuple order never reaches the dicts themselves
+    keyed.sort()
+    return keyed
 
 
 def _clipping_warnings(
@@ -254,22 +295,7 @@ def build_timeline(
 ) -> Timeline:
     """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
     warnings = WarningLog()
-    by_id = _dedupe(events, warnings)
-
-    keyed: list[tuple[float, int, str, Mapping[str, Any]]] = []
-    for eid, ev in by_id.items():
-        etype = ev.get("type")
-        rank = TYPE_RANK.get(etype) if type(etype) is str else None
-        if rank is None:
-            warnings.add("unknown_type", eid)
-            continue
-        t = _num(ev.get(_TIME_FIELD[etype]))
-        if t is None:
-            warnings.add("invalid_event", eid)
-            continue
-        keyed.append((t, rank, eid, ev))
-    # event_ids are unique here, so tuple order never reaches the dicts themselves
-    keyed.sort()
+    keyed = _dedupe_and_sort(events, warnings)
 
     submitted: Mapping[str, Any] | None = None
     submitted_at: float | None = None
@@ -288,35 +314,42 @@ def build_timeline(
     info = AttemptInfo(attempt=-1)
     cur_a = -1
 
+    inf = math.inf
     for t, rank, eid, ev in keyed:
         if job_id is None and type(ev.get("job_id")) is str:
             job_id = ev["job_id"]
-        if rank == 0:
-            if submitted is None:
-                submitted, submitted_at = ev, t
+        if rank == 0 or rank == 9:
+            if rank == 0:
+                if submitted is None:
+                    submitted, submitted_at = ev, t
+                else:
+                    warnings.add("multiple_job_submitted", submitted.get("event_id"), eid)
             else:
-                warnings.add("multiple_job_submitted", submitted.get("event_id"), eid)
-            continue
-        if rank == 9:
-            if ended is not None:
-                warnings.add("multiple_job_ended", ended.get("event_id"), eid)
-            ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
+                if ended is not None:
+                    warnings.add("multiple_job_ended", ended.get("event_id"), eid)
+                ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
             continue
         a = ev.get("attempt")
         if type(a) is not int or a < 0:
             warnings.add("invalid_event", eid)
             continue
         end = t
-        if rank == 4:  # progress: the bulk of a job's events
-            end = num(ev.get("end"))
-            if end is None:
-                warnings.add("invalid_event", eid)
-                continue
+        if rank == 4:  # progress: the bulk of a job's events, so plain floats take a fast path
+            end = ev.get("end")
+            if type(end) is not float or not -inf < end < inf:
+                end = num(end)
+                if end is None:
+                    warnings.add("invalid_event", eid)
+                    continue
             if end < t:
                 warnings.add("end_before_start", eid)
                 continue
-            cs = num(ev.get("cursor_start"))
-            ce = num(ev.get("cursor_end"))
+            cs = ev.get("cursor_start")
+            if type(cs) is not float or not -inf < cs < inf:
+                cs = num(cs)
+            ce = ev.get("cursor_end")
+            if type(ce) is not float or not -inf < ce < inf:
+                ce = num(ce)
             if cs is None or ce is None:
                 warnings.add("cursor_missing", eid)
                 cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
