@@ -13,6 +13,7 @@ from backend.config import get_settings
 from backend.ett import service
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Attempt, Job
+from backend.timefmt import rfc3339
 from tests.backend.ett.builders import JobEvents, M
 
 T0 = 1_780_000_000.0  # 2026-05-28
@@ -226,3 +227,31 @@ def test_cli_recompute(database, post, monkeypatch):
         get_settings.cache_clear()
     with database.session() as s:
         assert s.get(JobResult, "c1").effective_s == pytest.approx(50)
+
+
+def test_stored_answer_equals_live_computation(client, post, database, settings):
+    j = fig1_job("twin")
+    j.failure(0, T0 + 120 * M, kind="infra")  # gives l1.failures a timestamp to format
+    ok(post(j.events))
+    stored = client.get("/api/v1/jobs/twin/ett").json()
+    with database.session() as s:
+        assert s.get(Job, "twin").dirty is False
+        live = service.compute(db_session=s, job_id="twin", settings=settings)
+    assert live is not None
+    assert stored == live.to_dict(time_format=rfc3339)
+    assert stored["l1"]["failures"][0]["ts"] == rfc3339(T0 + 120 * M)
+
+
+def test_stale_open_jobs_are_marked_for_refresh(database, post):
+    j = JobEvents("open")
+    j.submitted(T0)
+    j.started(0, T0 + 10)
+    ok(post(j.events))
+    with database.session() as s:
+        assert s.get(JobResult, "open").provisional is True
+        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=time.time()) == 0
+        marked = service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=time.time() + 120)
+        s.commit()
+        assert marked == 1 and service.count_dirty(db_session=s) == 1
+        assert service.recompute_dirty(db_session=s) == 1
+        assert service.count_dirty(db_session=s) == 0
