@@ -1,0 +1,95 @@
+"""The Dash app (multi-page) and its mount at "/" under the FastAPI app.
+
+REST (/api/v1), /docs, /openapi.json and /healthz are FastAPI routes registered before the
+mount, so they keep answering; every other path goes to Dash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
+
+import dash
+from a2wsgi import WSGIMiddleware
+from dash import Dash, Input, Output, callback, dcc, html
+from fastapi import FastAPI
+
+from backend.config import Settings
+from backend.db import Database
+from dashboard.context import DashboardContext, bind
+
+PAGES = ("fleet", "models", "job", "compare", "owners")
+NAV = (
+    ("fleet", "Fleet", "/"),
+    ("models", "Models", "/model"),
+    ("job", "Jobs", "/job"),
+    ("compare", "Compare", "/compare"),
+    ("owners", "Owners", "/owners"),
+)
+# The filters that follow the reader from page to page.
+CARRIED = ("start", "end", "owner", "label", "bucket")
+
+_lock = threading.Lock()
+_app: Dash | None = None
+
+
+def _shell() -> html.Div:
+    links = [dcc.Link(label, href=href, id=f"shell-nav-{key}") for key, label, href in NAV]
+    links.append(html.A("API", href="/docs", id="shell-nav-api"))
+    return html.Div(
+        [
+            dcc.Location(id="shell-url"),
+            html.Header(
+                [
+                    dcc.Link("ETT%", href="/", className="ett-brand"),
+                    html.Span("effective training time", className="ett-tagline"),
+                    html.Nav(links, className="ett-nav"),
+                ],
+                className="ett-header",
+            ),
+            html.Main(dash.page_container, className="ett-main"),
+        ]
+    )
+
+
+@callback(
+    [Output(f"shell-nav-{key}", "href") for key, _label, _href in NAV],
+    Input("shell-url", "search"),
+)
+def _carry_filters(search: str | None) -> list[str]:
+    """Nav links keep the reader's date range, owner, label and bucket."""
+    query = {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in CARRIED and v}
+    suffix = f"?{urlencode(query)}" if query else ""
+    return [f"{href}{suffix}" for _key, _label, href in NAV]
+
+
+def get_dash_app() -> Dash:
+    """The process-wide Dash app (pages and callbacks register once per process)."""
+    global _app
+    with _lock:
+        if _app is None:
+            app = Dash(
+                __name__,
+                use_pages=True,
+                pages_folder="",
+                assets_folder=str(Path(__file__).parent / "assets"),
+                title="ETT%",
+                update_title=None,
+                suppress_callback_exceptions=True,
+                serve_locally=True,
+            )
+            for page in PAGES:
+                importlib.import_module(f"dashboard.pages.{page}")
+            app.layout = _shell()
+            _app = app
+        return _app
+
+
+def mount_dashboard(app: FastAPI, *, settings: Settings, database: Database) -> None:
+    """Serve the dashboard at "/" of `app`, reading `database`."""
+    dash_app = get_dash_app()
+    ctx = DashboardContext(settings=settings, database=database)
+    app.state.dashboard = dash_app
+    app.mount("/", WSGIMiddleware(bind(dash_app.server, ctx)), name="dashboard")

@@ -1,0 +1,241 @@
+"""Building blocks shared by the pages: filter bar, headline cards, empty states, tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+import plotly.graph_objects as go
+from dash import Input, Output, State, callback, dash_table, dcc, html
+
+from dashboard.filters import Filters
+
+GRAPH_CONFIG = {"displaylogo": False}
+
+
+def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
+    """A chart with the dashboard's defaults."""
+    return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
+
+
+def card(card_id: str, label: str, value: str, note: str | None = None) -> html.Div:
+    """A headline figure: a big number with its label (the number's element id is `card_id`)."""
+    children: list[Any] = [
+        html.Div(label, className="ett-card-label"),
+        html.Div(value, id=card_id, className="ett-card-value"),
+    ]
+    if note:
+        children.append(html.Div(note, className="ett-card-note"))
+    return html.Div(children, className="ett-card")
+
+
+def cards(items: Sequence[html.Div]) -> html.Div:
+    """A row of headline cards."""
+    return html.Div(list(items), className="ett-cards")
+
+
+def empty_state(element_id: str, title: str, what_to_do: str) -> html.Div:
+    """Say there is nothing to show and what to do about it."""
+    return html.Div(
+        [html.H3(title), html.P(what_to_do)],
+        id=element_id,
+        className="ett-empty",
+    )
+
+
+NO_DATA_HINT = (
+    "Send events from a trainer (trainer_agent) or scheduler hooks to POST /api/v1/events, "
+    "or load the demo fleet with `ett demo`. Then reload this page."
+)
+
+
+def section(title: str, *children: Any, note: str | None = None) -> html.Section:
+    """A titled block of a page."""
+    head: list[Any] = [html.H2(title)]
+    if note:
+        head.append(html.P(note, className="ett-note"))
+    return html.Section(head + list(children), className="ett-section")
+
+
+def filter_bar(
+    prefix: str,
+    filters: Filters,
+    *,
+    path: str,
+    models: Sequence[str] = (),
+    owners: Sequence[str] = (),
+    show_bucket: bool = False,
+    show_model: bool = True,
+) -> html.Div:
+    """Date range, model, owner, label (and bucket) controls; a change rewrites the URL."""
+    controls: list[Any] = [
+        dcc.Location(id=f"{prefix}-filter-nav", refresh="callback-nav"),
+        dcc.Store(id=f"{prefix}-filter-extra", data={"path": path, **filters.extra}),
+        html.Label(
+            [
+                "Dates (UTC)",
+                dcc.DatePickerRange(
+                    id=f"{prefix}-filter-dates",
+                    start_date=filters.start.isoformat(),
+                    end_date=filters.end.isoformat(),
+                    display_format="YYYY-MM-DD",
+                    minimum_nights=0,
+                ),
+            ]
+        ),
+    ]
+    model_options = list(models)
+    if filters.model and filters.model not in model_options:
+        model_options.insert(0, filters.model)
+    controls.append(
+        html.Label(
+            [
+                "Model",
+                dcc.Dropdown(
+                    id=f"{prefix}-filter-model",
+                    options=model_options,
+                    value=filters.model,
+                    placeholder=f"all {len(model_options)} models (type to search)",
+                    searchable=True,
+                    clearable=True,
+                ),
+            ],
+            className="ett-filter-wide",
+            style={} if show_model else {"display": "none"},
+        )
+    )
+    owner_options = list(owners)
+    if filters.owner and filters.owner not in owner_options:
+        owner_options.insert(0, filters.owner)
+    controls.append(
+        html.Label(
+            [
+                "Owner",
+                dcc.Dropdown(
+                    id=f"{prefix}-filter-owner",
+                    options=owner_options,
+                    value=filters.owner,
+                    placeholder="all owners",
+                    clearable=True,
+                ),
+            ]
+        )
+    )
+    controls.append(
+        html.Label(
+            [
+                "Label",
+                dcc.Input(
+                    id=f"{prefix}-filter-label",
+                    type="text",
+                    value=filters.label_text or "",
+                    placeholder="key=value",
+                    debounce=True,
+                ),
+            ]
+        )
+    )
+    controls.append(
+        html.Label(
+            [
+                "Bucket",
+                dcc.RadioItems(
+                    id=f"{prefix}-filter-bucket",
+                    options=["day", "week"],
+                    value=filters.bucket,
+                    inline=True,
+                ),
+            ],
+            style={} if show_bucket else {"display": "none"},
+        )
+    )
+    return html.Div(controls, className="ett-filters", id=f"{prefix}-filters")
+
+
+def register_filter_callback(prefix: str) -> None:
+    """The callback that turns a change of `prefix`'s filter bar into a new URL."""
+
+    @callback(
+        Output(f"{prefix}-filter-nav", "href"),
+        Input(f"{prefix}-filter-dates", "start_date"),
+        Input(f"{prefix}-filter-dates", "end_date"),
+        Input(f"{prefix}-filter-model", "value"),
+        Input(f"{prefix}-filter-owner", "value"),
+        Input(f"{prefix}-filter-label", "value"),
+        Input(f"{prefix}-filter-bucket", "value"),
+        State(f"{prefix}-filter-extra", "data"),
+        prevent_initial_call=True,
+    )
+    def _navigate(
+        start: str | None,
+        end: str | None,
+        model: str | None,
+        owner: str | None,
+        label: str | None,
+        bucket: str | None,
+        extra: dict[str, str] | None,
+    ) -> str:
+        extra = dict(extra or {})
+        path = extra.pop("path", "/")
+        query = {
+            "start": (start or "")[:10],
+            "end": (end or "")[:10],
+            "model": model or "",
+            "owner": owner or "",
+            "label": (label or "").strip(),
+            "bucket": bucket if bucket and bucket != "day" else "",
+            **extra,
+        }
+        return f"{path}?{urlencode({k: v for k, v in query.items() if v})}"
+
+
+def table(
+    table_id: str,
+    rows: list[dict[str, Any]],
+    columns: list[dict[str, Any]],
+    *,
+    page_size: int = 20,
+    sort_by: list[dict[str, str]] | None = None,
+    filterable: bool = False,
+) -> dash_table.DataTable:
+    """A sortable (and optionally searchable) table; markdown columns carry links."""
+    return dash_table.DataTable(
+        id=table_id,
+        data=rows,
+        columns=columns,
+        sort_action="native",
+        sort_by=sort_by or [],
+        filter_action="native" if filterable else "none",
+        filter_options={"case": "insensitive", "placeholder_text": "search…"},
+        page_action="native",
+        page_size=page_size,
+        markdown_options={"link_target": "_self"},
+        style_table={"overflowX": "auto"},
+        style_cell={"fontSize": 13, "padding": "4px 8px"},
+        style_data={"fontFamily": "inherit"},
+        css=[{"selector": ".dash-cell p", "rule": "margin: 0;"}],
+        style_header={"fontWeight": "bold", "backgroundColor": "#f3f3f3"},
+        style_cell_conditional=[{"if": {"type": "text"}, "textAlign": "left"}],
+    )
+
+
+def num_col(col_id: str, name: str, decimals: int = 1) -> dict[str, Any]:
+    """A numeric table column shown with fixed decimals."""
+    return {
+        "id": col_id,
+        "name": name,
+        "type": "numeric",
+        "format": {"specifier": f",.{decimals}f"},
+    }
+
+
+def link_col(col_id: str, name: str) -> dict[str, Any]:
+    """A table column whose cells are markdown links."""
+    return {"id": col_id, "name": name, "presentation": "markdown", "type": "text"}
+
+
+def md_link(text: str, href: str) -> str:
+    """A markdown link for a table cell (square brackets in the text escaped)."""
+    safe = text.replace("[", "\\[").replace("]", "\\]")
+    return f"[{safe}]({href.replace(' ', '%20').replace(')', '%29')})"

@@ -1,0 +1,420 @@
+"""The dashboard's reads: the backend's service functions, called in-process.
+
+Every number a page shows comes through here, from the same functions the REST views call,
+so the dashboard and the API agree. Answers are plain dicts and pandas data frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from backend.advice import service as advice_service
+from backend.alerts import service as alerts_service
+from backend.compare import service as compare_service
+from backend.ett import service as ett_service
+from backend.ett.catalogue import COMPONENTS
+from backend.fleet import service as fleet_service
+from backend.owners import service as owners_service
+from backend.workloads import service as workloads_service
+from dashboard.context import current
+from dashboard.filters import Filters
+
+# The most jobs a table or chart asks for at once (the REST pages hold 50 by default).
+MAX_JOBS = 5_000
+MAX_MODELS = 5_000
+
+
+@contextmanager
+def session() -> Iterator[Session]:
+    """A session on the request's database."""
+    with current().database.session() as s:
+        yield s
+
+
+def to_datetime(values: Any) -> pd.Series:
+    """Epoch seconds or RFC 3339 strings to UTC timestamps."""
+    series = pd.Series(values)
+    if series.empty:
+        return pd.Series([], dtype="datetime64[ns, UTC]")
+    if pd.api.types.is_numeric_dtype(series):
+        return pd.to_datetime(series, unit="s", utc=True)
+    return pd.to_datetime(series, utc=True, format="ISO8601")
+
+
+def epoch(value: Any) -> float | None:
+    """Epoch seconds from a float or an RFC 3339 string."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return pd.Timestamp(value).timestamp()
+
+
+def _labels(filters: Filters) -> dict[str, str] | None:
+    return dict([filters.label]) if filters.label else None
+
+
+# ---------------------------------------------------------------- names
+
+
+def model_owners() -> dict[str, str | None]:
+    """Model name -> owning team, for every model the system knows."""
+    with session() as s:
+        return fleet_service.model_owners(db_session=s)
+
+
+def model_names() -> list[str]:
+    """Every model name, sorted (the filter bar's search list)."""
+    return sorted(model_owners())
+
+
+def owner_names() -> list[str]:
+    """Every team that owns a model or a component, sorted."""
+    names = {o for o in model_owners().values() if o}
+    names |= set(component_owners().values())
+    return sorted(names)
+
+
+def component_owners() -> dict[str, str]:
+    """Component (and phase) -> owning team, from the owner mapping in force."""
+    with session() as s:
+        mapping = owners_service.current_mapping(db_session=s, settings=current().settings)
+    out = {comp: e.owner for comp, e in mapping.components.items() if e.owner}
+    out.update({phase: e.owner for phase, e in mapping.phases.items() if e.owner})
+    return out
+
+
+# ---------------------------------------------------------------- jobs
+
+
+def job_result(job_id: str) -> dict[str, Any] | None:
+    """One job's answer, as GET /api/v1/jobs/{job_id}/ett gives it (times as epoch seconds)."""
+    with session() as s:
+        return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+
+
+def critical_path(job_id: str) -> dict[str, Any] | None:
+    """Each attempt's init critical path and the fast-batch what-if, or None when not computed."""
+    with session() as s:
+        try:
+            return advice_service.critical_path(
+                db_session=s, job_id=job_id, settings=current().settings
+            )
+        except LookupError:
+            return None
+
+
+def jobs_frame(
+    filters: Filters, *, model: str | None = None, limit: int = MAX_JOBS
+) -> pd.DataFrame:
+    """Jobs whose wall time meets the range (GET /api/v1/jobs), newest first."""
+    with session() as s:
+        rows, _total = ett_service.list_jobs(
+            db_session=s,
+            model=model or filters.model,
+            owner=filters.owner,
+            labels=_labels(filters),
+            start=filters.start_ts,
+            end=filters.end_ts,
+            sort="-submitted_at",
+            limit=limit,
+        )
+    columns = [
+        "job_id",
+        "model",
+        "owner",
+        "labels",
+        "gpus",
+        "status",
+        "provisional",
+        "submitted_at",
+        "ended_at",
+        "e2e_s",
+        "effective_s",
+        "ett_pct",
+        "gpu_hours_lost",
+        "nof",
+        "tts_s",
+        "recovery_s",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def job_summaries(job_ids: list[str]) -> pd.DataFrame:
+    """Per job: its L2 components (seconds), the four L1 lost parts, ETT% (compare's summaries)."""
+    rows = []
+    with session() as s:
+        for job_id in job_ids:
+            try:
+                summary = compare_service.job_summary(db_session=s, job_id=job_id)
+            except LookupError:
+                continue
+            comps = summary.get("components") or {}
+            rows.append(
+                {
+                    **{k: summary.get(k) for k in ("job_id", "model", "ett_pct", "submitted_at")},
+                    **{
+                        k: summary.get(k, 0.0)
+                        for k in ("tts_s", "recovery_s", "checkpoint_s", "shutdown_s")
+                    },
+                    **{c: float(comps.get(c, 0.0)) for c in COMPONENTS},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- fleet
+
+
+def _bucket_dates(values: Any) -> pd.Series:
+    return to_datetime(values).dt.tz_convert(None)
+
+
+@dataclass
+class FleetView:
+    """Everything the fleet page draws (empty frames when nothing ran in the range)."""
+
+    headline: dict[str, Any]
+    series: pd.DataFrame
+    lost_by_component: pd.DataFrame
+    lost_by_owner: pd.DataFrame
+    nof: pd.DataFrame
+    regressions: pd.DataFrame
+    error: str | None = None
+    owner_components: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _empty_fleet(error: str | None = None) -> FleetView:
+    return FleetView(
+        {"ett_pct": None, "gpu_hours_lost": 0.0, "jobs": 0, "failures": 0, "wall_gpu_h": 0.0},
+        pd.DataFrame(columns=["bucket", "ett_pct", "wall_gpu_h"]),
+        pd.DataFrame(columns=["bucket", "component", "gpu_h"]),
+        pd.DataFrame(columns=["owner", "gpu_h"]),
+        pd.DataFrame(columns=["bucket", "kind", "failures", "jobs"]),
+        pd.DataFrame(columns=["model", "before_pct", "after_pct"]),
+        error,
+        pd.DataFrame(columns=["owner", "component", "gpu_h"]),
+    )
+
+
+def fleet_view(filters: Filters) -> FleetView:
+    """Headline, ETT% trend, lost GPU-hours by component and owner, NoF per job, regressions."""
+    scope = {"model": filters.model, "owner": filters.owner, "labels": _labels(filters)}
+    span = filters.end_ts - filters.start_ts
+    settings = current().settings
+    with session() as s:
+        try:
+            ett = fleet_service.fleet_ett(
+                db_session=s,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                bucket=filters.bucket,
+                **scope,
+            )
+            failures = fleet_service.failure_series(
+                db_session=s,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                bucket=filters.bucket,
+                **scope,
+            )
+            by_owner = fleet_service.lost_gpu_hours(
+                db_session=s,
+                settings=settings,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                by="owner",
+                **scope,
+            )
+            regressed = fleet_service.regressions(
+                db_session=s,
+                before_start=filters.start_ts - span,
+                before_end=filters.start_ts,
+                after_start=filters.start_ts,
+                after_end=filters.end_ts,
+                owner=filters.owner,
+                labels=_labels(filters),
+            )
+        except LookupError as err:
+            return _empty_fleet(str(err).strip("'\""))
+    total = ett["total"]
+    headline = {
+        "ett_pct": total["ett_pct"],
+        "gpu_hours_lost": total["lost_gpu_h"],
+        "wall_gpu_h": total["wall_gpu_h"],
+        "jobs": failures["total"]["jobs"],
+        "failures": failures["total"]["failures"],
+    }
+    points = [p for p in ett["series"] if p["ett_pct"] is not None]
+    series = pd.DataFrame(
+        {
+            "bucket": _bucket_dates([p["bucket"] for p in points]),
+            "ett_pct": [p["ett_pct"] for p in points],
+            "wall_gpu_h": [p["wall_gpu_h"] for p in points],
+        }
+    )
+    lost_rows = [
+        {"bucket": p["bucket"], "component": c, "gpu_h": v}
+        for p in ett["series"]
+        for c, v in p["components_gpu_h"].items()
+        if c != "effective_training" and v > 0
+    ]
+    lost = pd.DataFrame(lost_rows, columns=["bucket", "component", "gpu_h"])
+    lost["bucket"] = (
+        _bucket_dates(lost["bucket"].astype(float)) if not lost.empty else lost["bucket"]
+    )
+    owners = pd.DataFrame(
+        [{"owner": r["owner"], "gpu_h": r["gpu_h"]} for r in by_owner], columns=["owner", "gpu_h"]
+    )
+    owner_components = pd.DataFrame(
+        [
+            {"owner": r["owner"], "component": c, "gpu_h": v}
+            for r in by_owner
+            for c, v in r["components"].items()
+        ],
+        columns=["owner", "component", "gpu_h"],
+    )
+    nof_rows = [
+        {"bucket": p["bucket"], "kind": k, "failures": n, "jobs": p["jobs"]}
+        for p in failures["series"]
+        for k, n in p["nof_by_kind"].items()
+        if n
+    ]
+    nof = pd.DataFrame(nof_rows, columns=["bucket", "kind", "failures", "jobs"])
+    if not nof.empty:
+        nof["bucket"] = _bucket_dates(nof["bucket"].astype(float))
+    reg = pd.DataFrame(
+        [
+            {
+                "model": r["model"],
+                "before_pct": r["ett_pct_before"],
+                "after_pct": r["ett_pct_after"],
+            }
+            for r in regressed
+            if r["model"]
+        ],
+        columns=["model", "before_pct", "after_pct"],
+    )
+    return FleetView(headline, series, lost, owners, nof, reg, None, owner_components)
+
+
+# ---------------------------------------------------------------- models
+
+
+def models_table(filters: Filters) -> pd.DataFrame:
+    """Every model with its ETT% in the range, trend, owner, jobs, GPU-hours lost (GET /models)."""
+    with session() as s:
+        rows, _total = workloads_service.list_models(
+            db_session=s,
+            start=filters.start_ts,
+            end=filters.end_ts,
+            owner=filters.owner,
+            sort="lost_gpu_h",
+            limit=MAX_MODELS,
+        )
+    return pd.DataFrame(
+        rows, columns=["model", "owner", "tier", "jobs", "ett_pct", "trend_pp", "lost_gpu_h"]
+    )
+
+
+def model_page(model: str, filters: Filters) -> dict[str, Any] | None:
+    """One model's page answer (GET /api/v1/models/{model}), or None for an unknown model."""
+    with session() as s:
+        try:
+            return workloads_service.model_page(
+                db_session=s,
+                model=model,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                bucket=filters.bucket,
+                settings=current().settings,
+            )
+        except LookupError:
+            return None
+
+
+def checkpoint_advice(model: str, filters: Filters) -> dict[str, Any] | None:
+    """The model's checkpoint-interval advice (Eq. 2, Fig. 3) over the range."""
+    with session() as s:
+        try:
+            return advice_service.checkpoint_advice(
+                db_session=s, model=model, start=filters.start_ts, end=filters.end_ts
+            )
+        except LookupError:
+            return None
+
+
+# ---------------------------------------------------------------- compare
+
+
+def compare_pair(baseline: str, optimized: str) -> dict[str, Any] | None:
+    """The paired comparison of two jobs (GET /api/v1/compare), or None if one is unknown."""
+    with session() as s:
+        try:
+            return compare_service.compare_jobs(
+                db_session=s, baseline=baseline, optimized=optimized
+            )
+        except LookupError:
+            return None
+
+
+def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
+    """Pairs chosen by label key=baseline / key=optimized (GET /api/v1/compare/pairs)."""
+    with session() as s:
+        try:
+            return compare_service.compare_by_label(
+                db_session=s,
+                baseline_label=(key, "baseline"),
+                optimized_label=(key, "optimized"),
+                model=filters.model,
+                owner=filters.owner,
+                start=filters.start_ts,
+                end=filters.end_ts,
+            )
+        except LookupError:
+            return None
+
+
+# ---------------------------------------------------------------- owners
+
+
+def alerts_view(owner: str | None, now: float) -> dict[str, list[dict[str, Any]]]:
+    """SLOs, alerts (not inactive) and silences, optionally one owner's."""
+    with session() as s:
+        slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
+        alerts = [
+            {
+                "slo": a.slo_name,
+                "owner": a.owner,
+                "component": a.component,
+                "model": a.model or "",
+                "severity": a.severity,
+                "state": a.state,
+                "value": a.value,
+                "objective": a.objective,
+                "since": a.fired_at or a.breach_started_at or a.last_evaluated_at,
+                "models": ", ".join(str(m) for m in ((a.details or {}).get("models") or [])[:5]),
+            }
+            for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
+            if a.state != "inactive"
+        ]
+        silences = [
+            {
+                "id": x.id,
+                "owner": x.owner or "(any)",
+                "component": x.component or "(any)",
+                "model": x.model or "(any)",
+                "starts_at": x.starts_at,
+                "ends_at": x.ends_at,
+                "active": x.starts_at <= now < x.ends_at,
+                "comment": x.comment or "",
+            }
+            for x in alerts_service.list_silences(db_session=s, owner=owner)
+        ]
+    return {"slos": slos, "alerts": alerts, "silences": silences}

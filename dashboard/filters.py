@@ -1,0 +1,104 @@
+"""The filters every page reads from its URL query, so that a link reproduces the view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+DEFAULT_DAYS = 180
+BUCKETS = ("day", "week")
+
+
+def _parse_date(value: Any) -> date | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def _parse_label(value: Any) -> tuple[str, str] | None:
+    if not value or not isinstance(value, str) or "=" not in value:
+        return None
+    key, _, val = value.partition("=")
+    key, val = key.strip(), val.strip()
+    return (key, val) if key and val else None
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Date range (inclusive UTC days), model, owner, label (key=value) and trend bucket."""
+
+    start: date
+    end: date
+    model: str | None = None
+    owner: str | None = None
+    label: tuple[str, str] | None = None
+    bucket: str = "day"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_query(cls, query: dict[str, Any], *, today: date | None = None) -> Filters:
+        """Parse a page's query arguments; bad or missing values fall back to the defaults."""
+        today = today or datetime.now(UTC).date()
+        end = _parse_date(query.get("end")) or today
+        start = _parse_date(query.get("start")) or end - timedelta(days=DEFAULT_DAYS - 1)
+        if start > end:
+            start, end = end, start
+        bucket = query.get("bucket") if query.get("bucket") in BUCKETS else "day"
+        known = {"start", "end", "model", "owner", "label", "bucket"}
+        extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
+        return cls(
+            start=start,
+            end=end,
+            model=query.get("model") or None,
+            owner=query.get("owner") or None,
+            label=_parse_label(query.get("label")),
+            bucket=bucket,
+            extra=extra,
+        )
+
+    @property
+    def start_ts(self) -> float:
+        """Range start as epoch seconds (00:00 UTC of the start day)."""
+        return datetime(self.start.year, self.start.month, self.start.day, tzinfo=UTC).timestamp()
+
+    @property
+    def end_ts(self) -> float:
+        """Range end as epoch seconds (24:00 UTC of the end day, exclusive)."""
+        return self.start_ts + ((self.end - self.start).days + 1) * 86400.0
+
+    @property
+    def label_text(self) -> str | None:
+        """The label filter as `key=value`."""
+        return f"{self.label[0]}={self.label[1]}" if self.label else None
+
+    def query(self, **overrides: Any) -> dict[str, str]:
+        """The query arguments that reproduce these filters, with overrides (None drops a key)."""
+        out: dict[str, str] = {"start": self.start.isoformat(), "end": self.end.isoformat()}
+        if self.model:
+            out["model"] = self.model
+        if self.owner:
+            out["owner"] = self.owner
+        if self.label_text:
+            out["label"] = self.label_text
+        if self.bucket != "day":
+            out["bucket"] = self.bucket
+        out.update(self.extra)
+        for key, value in overrides.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = str(value)
+        return out
+
+    def href(self, path: str, **overrides: Any) -> str:
+        """A link to `path` carrying these filters."""
+        return f"{path}?{urlencode(self.query(**overrides))}"
+
+    def with_(self, **changes: Any) -> Filters:
+        """A copy with some fields changed."""
+        return replace(self, **changes)

@@ -1,0 +1,151 @@
+"""Fleet page: ETT% trend, lost GPU-hours by component and owner, NoF by kind, regressions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+
+from dashboard import data, figures
+from dashboard.components import (
+    NO_DATA_HINT,
+    card,
+    cards,
+    empty_state,
+    filter_bar,
+    graph,
+    register_filter_callback,
+    section,
+)
+from dashboard.filters import Filters
+from dashboard.palette import COMPONENT_COLORS
+
+PREFIX = "fleet"
+
+
+def layout(**query: Any) -> html.Div:
+    """The fleet page for the filters in the URL."""
+    filters = Filters.from_query(query)
+    bar = filter_bar(
+        PREFIX,
+        filters,
+        path="/",
+        models=data.model_names(),
+        owners=data.owner_names(),
+        show_bucket=True,
+    )
+    view = data.fleet_view(filters)
+    head = [
+        html.H1("Fleet"),
+        bar,
+        dcc.Location(id="fleet-click-nav", refresh="callback-nav"),
+        dcc.Store(id="fleet-filters", data=filters.query()),
+    ]
+    if view.error:
+        return html.Div(
+            [*head, empty_state("fleet-empty", "Nothing matches these filters", view.error)]
+        )
+    h = view.headline
+    if not h["wall_gpu_h"]:
+        return html.Div(
+            [*head, empty_state("fleet-empty", "No jobs in this range yet", NO_DATA_HINT)]
+        )
+    return html.Div(
+        [
+            *head,
+            cards(
+                [
+                    card("fleet-ett", "Fleet ETT% (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
+                    card("fleet-lost", "GPU-hours lost", f"{h['gpu_hours_lost']:,.0f}"),
+                    card("fleet-jobs", "Jobs", f"{h['jobs']:,}"),
+                    card("fleet-failures", "Failures", f"{h['failures']:,}"),
+                ]
+            ),
+            section(
+                "ETT% trend",
+                graph("fleet-trend-graph", figures.fleet_trend(view.series, bucket=filters.bucket)),
+            ),
+            html.Div(
+                [
+                    section(
+                        "Lost GPU-hours by component",
+                        graph(
+                            "fleet-lost-component-graph",
+                            figures.lost_stacked(
+                                view.lost_by_component,
+                                by="component",
+                                title=f"Lost GPU-hours per {filters.bucket}, by component",
+                                colors=COMPONENT_COLORS,
+                                order=figures.LOST_COMPONENTS,
+                            ),
+                        ),
+                    ),
+                    section(
+                        "Lost GPU-hours by owner",
+                        graph(
+                            "fleet-lost-owner-graph",
+                            figures.lost_by_owner(
+                                view.owner_components,
+                                title="Lost GPU-hours in the range, by owning team",
+                            ),
+                        ),
+                        note="Click a bar to open the team's page with its SLOs and alerts.",
+                    ),
+                ],
+                className="ett-two-col",
+            ),
+            html.Div(
+                [
+                    section(
+                        "Failures",
+                        graph(
+                            "fleet-nof-graph", figures.nof_per_job(view.nof, bucket=filters.bucket)
+                        ),
+                    ),
+                    section(
+                        "Regressions",
+                        graph("fleet-regressions-graph", figures.regressions(view.regressions)),
+                        note="Against the range of equal length just before. Click a bar to open the model.",
+                    ),
+                ],
+                className="ett-two-col",
+            ),
+            section(
+                "Where the GPU-hours go, by model",
+                graph(
+                    "fleet-top-models-graph",
+                    figures.top_models(data.models_table(filters.with_(model=None))),
+                ),
+                note="Click a bar to open the model; the Models page lists and searches all of them.",
+            ),
+        ]
+    )
+
+
+dash.register_page(__name__, path="/", name="Fleet", title="ETT% · fleet", order=0, layout=layout)
+register_filter_callback(PREFIX)
+
+
+@callback(
+    Output("fleet-click-nav", "href"),
+    Input("fleet-regressions-graph", "clickData"),
+    Input("fleet-top-models-graph", "clickData"),
+    Input("fleet-lost-owner-graph", "clickData"),
+    State("fleet-filters", "data"),
+    prevent_initial_call=True,
+)
+def _open_detail(_reg: Any, _top: Any, _owner: Any, query: dict[str, str]) -> str:
+    """A regressed model's bar opens the model page; an owner's bar opens the owner page."""
+    trigger = dash.ctx.triggered[0] if dash.ctx.triggered else None
+    points = (trigger or {}).get("value", {}) or {}
+    points = points.get("points") or []
+    if not points:
+        raise dash.exceptions.PreventUpdate
+    filters = Filters.from_query(query)
+    if not trigger["prop_id"].startswith("fleet-lost-owner-graph"):
+        return filters.href("/model", model=points[0]["customdata"][0])
+    owner = points[0].get("y")
+    if not owner or owner == "other":
+        raise dash.exceptions.PreventUpdate
+    return filters.href("/owners", owner=owner, model=None)

@@ -1,0 +1,263 @@
+"""Model page: its jobs, L2 bars per job (Fig. 6), ETT% over time, the checkpoint curve (Fig. 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import Input, Output, State, callback, dcc, html
+
+from dashboard import data, figures
+from dashboard.components import (
+    NO_DATA_HINT,
+    card,
+    cards,
+    empty_state,
+    filter_bar,
+    graph,
+    link_col,
+    md_link,
+    num_col,
+    register_filter_callback,
+    section,
+    table,
+)
+from dashboard.filters import Filters
+
+PREFIX = "model"
+# Beyond this many jobs the Fig. 6 bars get too thin to read: show the latest ones.
+MAX_BARS = 30
+
+
+def model_list(filters: Filters) -> Any:
+    """No model chosen: every model with its ETT% in range, most GPU-hours lost first, searchable."""
+    models = data.models_table(filters)
+    if models.empty:
+        return empty_state("model-empty", "No models yet", NO_DATA_HINT)
+    rows = [
+        {
+            "model": md_link(str(r.model), filters.href("/model", model=r.model)),
+            "owner": r.owner or "",
+            "jobs": int(r.jobs),
+            "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
+            "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
+            "lost_gpu_h": float(r.lost_gpu_h or 0.0),
+        }
+        for r in models.itertuples()
+    ]
+    return section(
+        "Models",
+        table(
+            "model-list-table",
+            rows,
+            [
+                link_col("model", "model"),
+                {"id": "owner", "name": "owner"},
+                num_col("jobs", "jobs submitted", 0),
+                num_col("ett_pct", "ETT% (GPU-weighted)"),
+                num_col("trend_pp", "trend (points)"),
+                num_col("lost_gpu_h", "GPU-h lost", 0),
+            ],
+            page_size=25,
+            filterable=True,
+        ),
+        note=f"{len(rows)} models, most GPU-hours lost in the range first. "
+        "Type in a column's search cell to filter (e.g. part of a model's name).",
+    )
+
+
+def jobs_table(jobs: list[dict[str, Any]], filters: Filters) -> Any:
+    """The model's jobs: ETT%, TTS, NoF, recovery, GPU-hours lost; sortable."""
+    rows = [
+        {
+            "job": md_link(j["job_id"], filters.href("/job", job_id=j["job_id"], model=None)),
+            "submitted": data.to_datetime([j["submitted_at"]]).iloc[0].strftime("%Y-%m-%d %H:%M"),
+            "status": "running" if j["provisional"] else (j["status"] or ""),
+            "gpus": j["gpus"],
+            "ett_pct": j["ett_pct"],
+            "tts_min": j["tts_s"] / 60.0,
+            "nof": j["nof"],
+            "recovery_min": j["recovery_s"] / 60.0,
+            "gpu_hours_lost": j["gpu_hours_lost"],
+        }
+        for j in jobs
+    ]
+    return table(
+        "model-jobs-table",
+        rows,
+        [
+            link_col("job", "job"),
+            {"id": "submitted", "name": "submitted (UTC)"},
+            {"id": "status", "name": "status"},
+            num_col("gpus", "GPUs", 0),
+            num_col("ett_pct", "ETT%"),
+            num_col("tts_min", "TTS (min)"),
+            num_col("nof", "NoF", 0),
+            num_col("recovery_min", "recovery (min)"),
+            num_col("gpu_hours_lost", "GPU-h lost"),
+        ],
+        sort_by=[{"column_id": "submitted", "direction": "desc"}],
+        page_size=15,
+    )
+
+
+def advice_block(model: str, filters: Filters) -> list[Any]:
+    """Fig. 3 and the numbers behind it, from the advice service."""
+    advice = data.checkpoint_advice(model, filters) or {}
+    curve = pd.DataFrame(advice.get("curve") or [])
+    if not curve.empty:
+        curve = curve.rename(columns={"interval_s": "tau_s"})
+    figure = figures.checkpoint_curve(
+        curve,
+        current_s=advice.get("current_interval_s"),
+        optimal_s=advice.get("optimal_interval_s"),
+    )
+    utt = advice.get("utt") or {}
+    facts = [
+        ("CSBT, median blocking per save", advice.get("csbt_s"), "s"),
+        ("failures per training hour", advice.get("failure_rate_per_h"), ""),
+        ("current interval", _minutes(advice.get("current_interval_s")), "min"),
+        ("optimal interval τ*", _minutes(advice.get("optimal_interval_s")), "min"),
+        ("training saved at τ*", advice.get("minutes_per_day_saved"), "min a day"),
+        ("predicted UTT (NoF × τ / 2)", _minutes(utt.get("predicted_s")), "min"),
+        ("measured replay", _minutes(utt.get("measured_s")), "min"),
+    ]
+    items = [
+        html.Li(f"{label}: {value:,.2f} {unit}".rstrip())
+        for label, value, unit in facts
+        if isinstance(value, int | float)
+    ]
+    items += [html.Li(note, className="ett-note") for note in advice.get("notes") or []]
+    return [graph("model-checkpoint-graph", figure), html.Ul(items, id="model-advice-facts")]
+
+
+def bar_labels(submitted_at: pd.Series) -> list[str]:
+    """Short, unique x labels for the Fig. 6 bars: the submission time (job ids are in hover)."""
+    labels: list[str] = []
+    for ts in data.to_datetime(submitted_at):
+        label = f"{ts:%m-%d %H:%M}"
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
+
+
+def _minutes(seconds: Any) -> float | None:
+    return seconds / 60.0 if isinstance(seconds, int | float) else None
+
+
+def model_body(model: str, filters: Filters) -> list[Any]:
+    """Everything about one model in the range."""
+    page = data.model_page(model, filters)
+    head: list[Any] = [
+        html.H1(["Model ", html.Span(model, id="model-name")]),
+        dcc.Location(id="model-click-nav", refresh="callback-nav"),
+        dcc.Store(id="model-filters", data=filters.query()),
+    ]
+    if page is None:
+        return [
+            *head,
+            empty_state("model-empty", f"No model {model!r}", "Check the name. " + NO_DATA_HINT),
+        ]
+    jobs = page["jobs"]
+    if not jobs:
+        return [
+            *head,
+            empty_state(
+                "model-empty",
+                "No jobs of this model in the range",
+                "Widen the date range: the model's jobs were submitted at other dates.",
+            ),
+        ]
+    shown = list(reversed(jobs[:MAX_BARS]))
+    bars = data.job_summaries([j["job_id"] for j in shown])
+    if not bars.empty:
+        bars["label"] = bar_labels(bars["submitted_at"])
+    series = pd.DataFrame(
+        [p for p in page["series"] if p["ett_pct"] is not None], columns=["bucket", "ett_pct"]
+    )
+    series["bucket"] = (
+        data.to_datetime(series["bucket"].astype(float)).dt.tz_convert(None)
+        if not series.empty
+        else series["bucket"]
+    )
+    points = pd.DataFrame(jobs)
+    points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
+    failures = sum(page["nof_by_kind"].values())
+    note = "Click a bar to open the job."
+    if page["job_count"] > MAX_BARS:
+        note += f" The latest {MAX_BARS} of {page['job_count']} jobs are shown."
+    return [
+        *head,
+        html.P(
+            f"owner {page.get('owner') or '—'}"
+            + (f" · tier {page['tier']}" if page.get("tier") else "")
+        ),
+        cards(
+            [
+                card(
+                    "model-ett",
+                    "ETT% (GPU-weighted)",
+                    "—" if page["ett_pct"] is None else f"{page['ett_pct']:.1f}%",
+                    None
+                    if page.get("trend_pp") is None
+                    else f"{page['trend_pp']:+.1f} points vs the range before",
+                ),
+                card("model-jobs", "Jobs submitted", f"{page['job_count']:,}"),
+                card("model-lost", "GPU-hours lost", f"{page['lost_gpu_h']:,.1f}"),
+                card("model-nof", "Failures", f"{failures:,}"),
+            ]
+        ),
+        section(
+            "Level-2 components per job (Fig. 6)",
+            graph("model-l2-graph", figures.l2_bars(bars)),
+            note=note,
+        ),
+        html.Div(
+            [
+                section(
+                    "ETT% over time",
+                    graph("model-trend-graph", figures.model_ett_over_time(points, series=series)),
+                    note="Line: GPU-weighted ETT% per day. Dots: each job (click to open).",
+                ),
+                section("Checkpoint interval (Fig. 3)", *advice_block(model, filters)),
+            ],
+            className="ett-two-col",
+        ),
+        section("Jobs", jobs_table(jobs, filters)),
+    ]
+
+
+def layout(**query: Any) -> html.Div:
+    """The model page for `?model=...`, or the searchable list of models."""
+    filters = Filters.from_query(query)
+    bar = filter_bar(
+        PREFIX, filters, path="/model", models=data.model_names(), owners=data.owner_names()
+    )
+    if not filters.model:
+        return html.Div([html.H1("Models"), bar, model_list(filters)])
+    body = model_body(filters.model, filters)
+    return html.Div([body[0], bar, *body[1:]])
+
+
+dash.register_page(
+    __name__, path="/model", name="Models", title="ETT% · model", order=1, layout=layout
+)
+register_filter_callback(PREFIX)
+
+
+@callback(
+    Output("model-click-nav", "href"),
+    Input("model-l2-graph", "clickData"),
+    Input("model-trend-graph", "clickData"),
+    State("model-filters", "data"),
+    prevent_initial_call=True,
+)
+def _open_job(bar_click: Any, trend_click: Any, query: dict[str, str]) -> str:
+    """A click on a job's bar or point opens the job page."""
+    click = dash.ctx.triggered[0]["value"] if dash.ctx.triggered else None
+    if not click or not click.get("points") or "customdata" not in click["points"][0]:
+        raise dash.exceptions.PreventUpdate
+    job_id = click["points"][0]["customdata"][0]
+    return Filters.from_query(query).href("/job", job_id=job_id, model=None)

@@ -1,0 +1,78 @@
+"""One colour per component, failure kind and Level-1 part, shared by every page and chart."""
+
+from __future__ import annotations
+
+# Effective training is the only "good" time: green. Every lost component gets its own hue,
+# stable across pages, so a reader learns the legend once.
+COMPONENT_COLORS: dict[str, str] = {
+    "scheduling": "#8c8c8c",
+    "hardware_setup": "#9467bd",
+    "trainer_init": "#1f77b4",
+    "pt2_compile": "#ff7f0e",
+    "effective_training": "#2ca02c",
+    "wasted_training": "#d62728",
+    "shutdown": "#8c564b",
+    "unattributed": "#e377c2",
+}
+
+# Wasted training split by kind: shades of the wasted_training red.
+WASTE_COLORS: dict[str, str] = {
+    "replay": "#d62728",
+    "checkpoint_blocking": "#ff9896",
+    "stalled": "#7f0000",
+}
+
+FAILURE_COLORS: dict[str, str] = {
+    "preemption": "#17becf",
+    "app_error": "#d62728",
+    "infra": "#9467bd",
+    "induced": "#bcbd22",
+    "unknown": "#7f7f7f",
+}
+
+# The four Level-1 parts of lost time (paper Fig. 6 and the compare page).
+L1_COLORS: dict[str, str] = {
+    "tts": "#1f77b4",
+    "recovery": "#d62728",
+    "checkpoint": "#ff9896",
+    "shutdown": "#8c564b",
+}
+
+COMPONENT_LABELS: dict[str, str] = {
+    "scheduling": "Scheduling",
+    "hardware_setup": "Hardware setup",
+    "trainer_init": "Trainer init",
+    "pt2_compile": "PT2 compile",
+    "effective_training": "Effective training",
+    "wasted_training": "Wasted training",
+    "shutdown": "Shutdown",
+    "unattributed": "Unattributed",
+}
+
+# Owners are data (config), so their colours come from a fixed cycle keyed by sorted name.
+OWNER_CYCLE: tuple[str, ...] = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+    "#eeca3b",
+)
+OTHER_COLOR = "#c7c7c7"
+
+
+def component_color(component: str) -> str:
+    """The colour of a Level-2 component (or a waste kind); grey for anything unknown."""
+    return COMPONENT_COLORS.get(component) or WASTE_COLORS.get(component) or OTHER_COLOR
+
+
+def owner_colors(owners: list[str]) -> dict[str, str]:
+    """A stable colour per owner name (sorted order into the cycle); 'other' is grey."""
+    names = sorted({o for o in owners if o != "other"})
+    colors = {name: OWNER_CYCLE[i % len(OWNER_CYCLE)] for i, name in enumerate(names)}
+    colors["other"] = OTHER_COLOR
+    return colors
