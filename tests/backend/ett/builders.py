@@ -99,3 +99,14 @@ def assert_consistent(result: Any, tol: float = 1e-3) -> None:
         assert iv.end > iv.start
     assert all(f.ttr_s >= 0 for f in l1.failures)
     assert l1.tts_s >= 0 and l1.in_loop_waste_s >= -tol and l1.final_shutdown_s >= -tol
+    # TTS and TTR windows never overlap and hold no effective instant
+    windows = [(result.submitted_at, result.submitted_at + l1.tts_s)]
+    windows += [(f.ts, f.recovered_at) for f in l1.failures]
+    for (_, e1), (s2, _) in zip(windows, windows[1:], strict=False):
+        assert e1 <= s2 + 1e-9
+    effective = [(i.start, i.end) for i in ivs if i.component == "effective_training"]
+    for ws, we in windows:
+        if we <= ws:
+            continue
+        for es, ee in effective:
+            assert ee <= ws or es >= we, ((ws, we), (es, ee))
