@@ -18,7 +18,8 @@ from ingest.schema import EventError, validate_event
 class FakeIngest:
     """Scriptable ingest: queue answers with `script`, hang with `hang`, read `events`."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: str | None = None) -> None:
+        self.upstream = upstream  # proxy mode: forward what the script does not answer
         self.lock = threading.Lock()
         self.events: dict[str, dict[str, Any]] = {}
         self.deliveries: Counter[str] = Counter()
@@ -76,6 +77,26 @@ class FakeIngest:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _forward(self, raw: bytes) -> None:
+                import urllib.error
+                import urllib.request
+
+                request = urllib.request.Request(
+                    fake.upstream.rstrip("/") + self.path,
+                    data=raw,
+                    headers={
+                        "Content-Type": "application/json",
+                        "Authorization": self.headers.get("Authorization", ""),
+                    },
+                    method="POST",
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as answer:
+                        status, data = answer.status, answer.read()
+                except urllib.error.HTTPError as err:
+                    status, data = err.code, err.read()
+                self._answer(status, json.loads(data or b"{}"), {})
+
             def do_POST(self) -> None:
                 import time
 
@@ -92,6 +113,9 @@ class FakeIngest:
                     forced = fake.script.pop(0) if fake.script else None
                 if forced is not None:
                     self._answer(forced[0], {"detail": "scripted"}, forced[1])
+                    return
+                if fake.upstream is not None:
+                    self._forward(raw)
                     return
                 if self.headers.get("Authorization") != "Bearer secret":
                     self._answer(401, {"detail": "bad token"}, {})

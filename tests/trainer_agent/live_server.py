@@ -1,0 +1,107 @@
+"""A real `ett serve` in a subprocess, on a temp SQLite database, for end-to-end agent tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """`ett db upgrade`, an ingest token, then `ett serve`; stop() and start() keep the database."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.db_path = home / "ett.db"
+        self.env = dict(
+            os.environ,
+            ETT_HOME=str(home),
+            ETT_DATABASE_URL=f"sqlite:///{self.db_path}",
+            ETT_RECOMPUTE_INTERVAL_S="0.5",
+            ETT_ALERTS_ENABLED="false",
+        )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = open(home / "serve.log", "ab")  # noqa: SIM115 - closed in close()
+        self._ett("db", "upgrade")
+        self.token = self._ett("token", "create", "--name", "agent", "--scope", "ingest")
+        self.token = self.token.strip().splitlines()[-1].strip()
+
+    def _ett(self, *args: str) -> str:
+        out = subprocess.run(
+            [str(BIN / "ett"), *args], env=self.env, capture_output=True, text=True, timeout=120
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"ett {' '.join(args)} failed: {out.stderr[-2000:]}")
+        return out.stdout
+
+    def start(self) -> None:
+        """Start serving on the same port and database; wait for /healthz."""
+        self.proc = subprocess.Popen(
+            [str(BIN / "ett"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ett serve exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("ett serve did not answer /healthz within 60 s")
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        """Stop and release the log file."""
+        self.stop()
+        self.log.close()
+
+    def get(self, path: str) -> Any:
+        """GET a JSON document from the REST API."""
+        with urllib.request.urlopen(self.url + path, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    def stored_events(self, job_id: str) -> list[dict[str, Any]]:
+        """The raw events stored for one job (normalized payloads)."""
+        with sqlite3.connect(self.db_path) as conn:
+            rows = conn.execute(
+                "SELECT payload FROM raw_events WHERE job_id = ?", (job_id,)
+            ).fetchall()
+        return [json.loads(r[0]) if isinstance(r[0], str) else r[0] for r in rows]
+
+    def rejected_count(self) -> int:
+        """Rows of rejected_events."""
+        with sqlite3.connect(self.db_path) as conn:
+            return int(conn.execute("SELECT count(*) FROM rejected_events").fetchone()[0])
