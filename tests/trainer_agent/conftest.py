@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.trainer_agent.fake_ingest import FakeIngest
+from tests.trainer_agent.live_server import LiveServer
 
 
 @pytest.fixture
@@ -35,3 +36,12 @@ class FakeClock:
 def clock() -> FakeClock:
     """A fake epoch clock starting at a fixed instant in 2026."""
     return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A real `ett serve` on a temp SQLite database, with an ingest token (one per test module)."""
+    server = LiveServer(tmp_path_factory.mktemp("ett-live"))
+    server.start()
+    yield server
+    server.close()

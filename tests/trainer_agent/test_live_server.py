@@ -25,14 +25,6 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("ett-live"))
-    server.start()
-    yield server
-    server.close()
-
-
 @pytest.fixture
 def proxy(live: LiveServer) -> Iterator[FakeIngest]:
     """A scriptable proxy in front of the live server (500s, 429s, hangs)."""

@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-restarts", type=int, default=2)
     p.add_argument("--label", action="append", default=[], help="key=value, repeatable")
     args, trainer_args = p.parse_known_args(argv)
-    args.trainer_args = trainer_args
+    args.trainer_args = [a for a in trainer_args if a != "--"]
     return args
 
 
@@ -57,10 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         ETT_JOB_ID=args.job_id,
         ETT_SPOOL_DIR=str(args.workdir / "spool"),
         PYTHONUNBUFFERED="1",
-        # Worker compile caches stay in the job's folder, so attempts share them.
-        TORCHINDUCTOR_CACHE_DIR=os.environ.get(
-            "TORCHINDUCTOR_CACHE_DIR", str(args.workdir / "inductor-cache")
-        ),
     )
     command = [
         sys.executable,
