@@ -328,3 +328,22 @@ def test_only_rank_zero_reports_progress_and_attempts(
         pass
     agent.close(timeout=5)
     assert sorted({e["type"] for e in fake_ingest.events.values()}) == ["phase", "phase_started"]
+
+
+def test_scheduler_hook_cli(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    from trainer_agent.__main__ import main
+
+    common = ["--endpoint", fake_ingest.url, "--token", "secret", "--spool-dir", str(tmp_path)]
+    assert (
+        main(
+            [*common, "submitted", "--job-id", "j-cli", "--model", "m", "--gpus", "8"]
+            + ["--label", "owner=ranking", "--checkpoint-interval-s", "1800"]
+        )
+        == 0
+    )
+    assert main([*common, "ended", "--job-id", "j-cli", "--status", "succeeded"]) == 0
+    (sub,) = fake_ingest.of_type("job_submitted")
+    assert sub["gpus"] == 8 and sub["labels"] == {"owner": "ranking"}
+    assert sub["config"] == {"checkpoint_interval_s": 1800.0} and sub["attempt"] is None
+    assert fake_ingest.of_type("job_ended")[0]["status"] == "succeeded"
+    assert len(fake_ingest.events) == 2  # no attempt events from a scheduler hook
