@@ -347,3 +347,28 @@ def test_scheduler_hook_cli(fake_ingest: FakeIngest, tmp_path: Path) -> None:
     assert sub["config"] == {"checkpoint_interval_s": 1800.0} and sub["attempt"] is None
     assert fake_ingest.of_type("job_ended")[0]["status"] == "succeeded"
     assert len(fake_ingest.events) == 2  # no attempt events from a scheduler hook
+
+
+def test_heartbeats_are_periodic(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    agent = make_agent(fake_ingest, tmp_path, heartbeat_s=0.2)
+    time.sleep(1.1)
+    agent.close(timeout=5)
+    beats = fake_ingest.of_type("heartbeat")
+    assert 3 <= len(beats) <= 7
+    gaps = [b["ts"] - a["ts"] for a, b in zip(beats, beats[1:], strict=False)]
+    assert all(0.15 <= g <= 0.5 for g in gaps), gaps
+
+
+def test_step_stays_fast_while_the_api_hangs(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    agent = make_agent(fake_ingest, tmp_path, progress_window_s=0.001)
+    assert agent.flush(timeout=5)
+    fake_ingest.hang()
+    agent.heartbeat()
+    time.sleep(0.2)  # the sender is blocked inside a request now
+    started = time.perf_counter()
+    for i in range(20_000):
+        agent.step(cursor=i + 1)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.5, elapsed  # windows keep closing (every 1 ms) without waiting on I/O
+    agent.close(timeout=1)
+    fake_ingest.unhang()
