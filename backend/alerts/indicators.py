@@ -34,9 +34,18 @@ class _Row:
     seconds: float
 
 
-def measure(db_session: Session, slo: SloSpec, now: float) -> list[Evaluation]:
-    """The SLO's indicator over [now - window, now]: one Evaluation, or one per model."""
+def measure(
+    db_session: Session, slo: SloSpec, now: float, cache: dict[Any, Any] | None = None
+) -> list[Evaluation]:
+    """The SLO's indicator over [now - window, now]: one Evaluation, or one per model.
+
+    `cache` (one dict per evaluation pass) shares the window totals between SLOs that have the
+    same window and model filter, which is most of them.
+    """
     t0, t1 = now - slo.window_s, now
+    cache = {} if cache is None else cache
+    if slo.indicator in ("gpu_time_share", "ett_floor") and not slo.labels:
+        return _share_in_sql(db_session, slo, t0, t1, cache)
     if slo.indicator == "gpu_time_share":
         return _gpu_time_share(db_session, slo, t0, t1)
     if slo.indicator == "ett_floor":
@@ -211,6 +220,160 @@ def _ett_floor(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[
         for model, group in sorted(_group(slo, rows, lambda r: r.model).items(), key=_key)
         if model is not None
     ]
+
+
+def _clipped_gpu_s(t0: float, t1: float) -> Any:
+    lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
+    hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
+    return (hi - lo) * JobResult.gpus
+
+
+def _phase_clause(slo: SloSpec) -> Any:
+    clause: Any = JobInterval.component == slo.component
+    if slo.phase:
+        clause = and_(
+            clause, or_(JobInterval.phase == slo.phase, JobInterval.phase.like(slo.phase + ".%"))
+        )
+    return clause
+
+
+def _window_totals(
+    db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
+) -> tuple[list[tuple[str | None, str, str | None, float]], dict[str | None, int]]:
+    """GPU-seconds per (model, component, phase) and jobs per model in the window (cached)."""
+    key = ("totals", t0, t1, slo.model)
+    if key in cache:
+        return cache[key]
+    where = [JobInterval.end > t0, JobInterval.start < t1]
+    clause = _model_clause(slo)
+    if clause is not None:
+        where.append(clause)
+    totals = [
+        (model, component, phase, float(gpu_s or 0.0))
+        for model, component, phase, gpu_s in db_session.execute(
+            select(
+                JobResult.model,
+                JobInterval.component,
+                JobInterval.phase,
+                func.sum(_clipped_gpu_s(t0, t1)),
+            )
+            .join(JobResult, JobResult.job_id == JobInterval.job_id)
+            .where(*where)
+            .group_by(JobResult.model, JobInterval.component, JobInterval.phase)
+        )
+        if _model_ok(slo, model)
+    ]
+    jobs = {
+        model: int(n)
+        for model, n in db_session.execute(
+            select(JobResult.model, func.count(func.distinct(JobInterval.job_id)))
+            .join(JobResult, JobResult.job_id == JobInterval.job_id)
+            .where(*where)
+            .group_by(JobResult.model)
+        )
+        if _model_ok(slo, model)
+    }
+    cache[key] = (totals, jobs)
+    return totals, jobs
+
+
+def _top_jobs(
+    db_session: Session,
+    slo: SloSpec,
+    t0: float,
+    t1: float,
+    model: str | None,
+    ranked: Any,
+    hit: Any,
+) -> list[dict[str, Any]]:
+    """The jobs with the most GPU-seconds in `ranked`, each with its own % of `hit`."""
+    gpu_s = _clipped_gpu_s(t0, t1)
+    where = [JobInterval.end > t0, JobInterval.start < t1]
+    if model is not None:
+        where.append(JobResult.model == model)
+    elif (clause := _model_clause(slo)) is not None:
+        where.append(clause)
+    score = func.sum(case((ranked, gpu_s), else_=0.0))
+    rows = db_session.execute(
+        select(
+            JobInterval.job_id,
+            JobResult.model,
+            score,
+            func.sum(case((hit, gpu_s), else_=0.0)),
+            func.sum(gpu_s),
+        )
+        .join(JobResult, JobResult.job_id == JobInterval.job_id)
+        .where(*where)
+        .group_by(JobInterval.job_id, JobResult.model)
+        .having(score > 0)
+        .order_by(score.desc(), JobInterval.job_id)
+        .limit(TOP_N * 10)
+    ).all()
+    out = []
+    for job_id, m, _score, hit_s, all_s in rows:
+        if not _model_ok(slo, m):
+            continue
+        out.append(
+            {"job_id": job_id, "model": m, "value": 100.0 * float(hit_s or 0) / float(all_s or 1)}
+        )
+        if len(out) >= TOP_N:
+            break
+    return out
+
+
+def _share_in_sql(
+    db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
+) -> list[Evaluation]:
+    """Share of wall GPU-time (or the ETT% floor) with the sums done by the database."""
+    totals, jobs = _window_totals(db_session, slo, t0, t1, cache)
+    floor = slo.indicator == "ett_floor"
+
+    def is_hit(component: str, phase: str | None) -> bool:
+        if floor:
+            return component == "effective_training"
+        return _matches_phase(slo, component, phase)
+
+    hit_sql = JobInterval.component == "effective_training" if floor else _phase_clause(slo)
+    # Who drives it: for a ceiling, the most GPU-seconds in the component; for a floor, the
+    # most GPU-seconds lost outside effective training.
+    ranked_sql = JobInterval.component != "effective_training" if floor else hit_sql
+    per_model_hit: dict[str | None, float] = defaultdict(float)
+    per_model_all: dict[str | None, float] = defaultdict(float)
+    for model, component, phase, gpu_s in totals:
+        per_model_all[model] += gpu_s
+        if is_hit(component, phase):
+            per_model_hit[model] += gpu_s
+    if slo.per_model:
+        groups: dict[str | None, list[str | None]] = {
+            m: [m] for m in per_model_all if m is not None
+        }
+    else:
+        groups = {None: list(per_model_all)}
+    out = []
+    for group_model, members in sorted(groups.items(), key=lambda kv: kv[0] or ""):
+        total = sum(per_model_all[m] for m in members)
+        if total <= 0:
+            continue
+        hit = sum(per_model_hit[m] for m in members)
+
+        def rank(m: str | None) -> float:
+            return per_model_all[m] - per_model_hit[m] if floor else per_model_hit[m]
+
+        models = [
+            {"model": m, "value": 100.0 * per_model_hit[m] / per_model_all[m]}
+            for m in sorted(members, key=lambda m: -rank(m))
+            if m is not None and per_model_all[m] > 0 and rank(m) > 0
+        ][:TOP_N]
+        out.append(
+            Evaluation(
+                value=100.0 * hit / total,
+                jobs=sum(jobs.get(m, 0) for m in members),
+                model=group_model,
+                models=models,
+                job_drivers=_top_jobs(db_session, slo, t0, t1, group_model, ranked_sql, hit_sql),
+            )
+        )
+    return out
 
 
 def _key(item: tuple[str | None, Any]) -> str:

@@ -547,10 +547,11 @@ def evaluate_slos(
     silences = list_silences(db_session=db_session, active_at=now)
     seen: set[str] = set()
     report.slos = len(specs)
+    cache: dict[Any, Any] = {}
     for slo in specs.values():
         try:
             evaluations = [
-                e for e in indicators.measure(db_session, slo, now) if e.value is not None
+                e for e in indicators.measure(db_session, slo, now, cache) if e.value is not None
             ]
         except Exception as exc:  # one broken SLO must not stop the others
             db_session.rollback()

@@ -480,3 +480,57 @@ def test_alertmanager_channel_routes_our_alert_to_the_owner(
     assert alertmanager.receiver.on("/am/default") == []
     listed = alertmanager.alerts()
     assert len(listed) == 1 and listed[0]["status"]["state"] == "active"
+
+
+def test_label_filter_scopes_the_share_and_agrees_with_the_sql_path(database: Database) -> None:
+    from backend.alerts import indicators
+    from backend.alerts.slos import SloSpec
+
+    with database.session() as s:
+        for i in range(3):
+            seed_job(s, f"east-{i}", "model-a", T + i, HEALTHY, labels={"cluster": "east"})
+        for i in range(2):
+            seed_job(
+                s,
+                f"west-{i}",
+                "model-x",
+                T + i,
+                slow_scheduling(3000.0),
+                labels={"cluster": "west"},
+            )
+        s.commit()
+    base = {
+        "name": "q",
+        "owner": "scheduler",
+        "component": "scheduling",
+        "indicator": "gpu_time_share",
+        "objective": 10,
+        "window": "1d",
+    }
+    now = T + 20_000
+    with database.session() as s:
+        everything = indicators.measure(s, SloSpec.model_validate(base), now)[0]
+        east = indicators.measure(
+            s, SloSpec.model_validate({**base, "labels": {"cluster": "east"}}), now
+        )[0]
+        west = indicators.measure(
+            s, SloSpec.model_validate({**base, "labels": {"cluster": "west"}}), now
+        )[0]
+        # The east jobs are exactly model-a's: the SQL path (no label filter) must agree.
+        model_a = indicators.measure(s, SloSpec.model_validate({**base, "model": "model-a"}), now)[
+            0
+        ]
+        globbed = indicators.measure(s, SloSpec.model_validate({**base, "model": "model-?"}), now)[
+            0
+        ]
+    assert east.value == pytest.approx(100 * 300 / 6360) and east.jobs == 3
+    assert west.value == pytest.approx(100 * 3300 / 9360) and west.jobs == 2
+    assert everything.value == pytest.approx(100 * (3 * 300 + 2 * 3300) / (3 * 6360 + 2 * 9360))
+    assert model_a.value == pytest.approx(east.value) and model_a.jobs == east.jobs
+    assert [(d["job_id"], round(d["value"], 9)) for d in model_a.job_drivers] == [
+        (d["job_id"], round(d["value"], 9)) for d in east.job_drivers
+    ]
+    assert [m["model"] for m in model_a.models] == [m["model"] for m in east.models] == ["model-a"]
+    assert globbed.value == pytest.approx(everything.value) and globbed.jobs == 5
+    assert everything.job_drivers[0]["job_id"] in ("west-0", "west-1")
+    assert [m["model"] for m in everything.models] == ["model-x", "model-a"]
