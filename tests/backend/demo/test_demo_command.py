@@ -1,0 +1,84 @@
+"""`ett demo`: migrate the embedded database, load once, then serve (uvicorn replaced here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from backend.cli import app
+from backend.config import get_settings
+from backend.db import Database
+from backend.demo.live import read_spec
+from ingest.models import RawEvent
+
+
+@pytest.fixture
+def ett_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("ETT_HOME", str(tmp_path))
+    monkeypatch.delenv("ETT_DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def stored_events(home: Path) -> int:
+    db = Database(f"sqlite:///{home / 'ett.db'}")
+    try:
+        with db.session() as s:
+            return int(s.scalar(select(func.count(RawEvent.event_id))) or 0)
+    finally:
+        db.dispose()
+
+
+def test_demo_loads_an_empty_database_once(ett_home: Path):
+    runner = CliRunner()
+    args = ["demo", "--models", "3", "--days", "4", "--seed", "5", "--no-serve"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "0 rejected" in first.output
+    stored = stored_events(ett_home)
+    assert stored > 500
+    assert f"sent {stored:,} events: {stored:,} stored" in first.output
+    spec = read_spec(ett_home)
+    assert spec is not None and (spec.seed, spec.models, spec.days) == (5, 3, 4.0)
+
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "already holds events" in again.output
+    assert stored_events(ett_home) == stored
+
+
+def test_demo_serves_with_the_live_feed(ett_home: Path, monkeypatch: pytest.MonkeyPatch):
+    calls: list[dict[str, Any]] = []
+    feeds: list[Any] = []
+    import backend.cli
+    from backend.demo import live
+
+    real_feed = live.LiveFeed
+
+    class RecordingFeed(real_feed):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            feeds.append(self)
+
+    def fake_serve(**kwargs: Any) -> None:
+        calls.append(kwargs)
+
+    monkeypatch.setattr(backend.cli, "serve", fake_serve)
+    monkeypatch.setattr(live, "LiveFeed", RecordingFeed)
+    result = CliRunner().invoke(
+        app, ["demo", "--models", "2", "--days", "3", "--host", "127.0.0.1", "--port", "8123"]
+    )
+    assert result.exit_code == 0, result.output
+    assert calls == [{"host": "127.0.0.1", "port": 8123, "workers": True}]
+    assert len(feeds) == 1 and feeds[0].spec.models == 2
+
+
+def test_demo_over_http_needs_a_token(ett_home: Path):
+    result = CliRunner().invoke(app, ["demo", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2
+    assert "--token" in result.output
