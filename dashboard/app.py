@@ -15,6 +15,8 @@ import dash
 from a2wsgi import WSGIMiddleware
 from dash import Dash, Input, Output, callback, dcc, html
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.db import Database
@@ -31,7 +33,7 @@ NAV = (
 # The filters that follow the reader from page to page.
 CARRIED = ("start", "end", "owner", "label", "bucket")
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _app: Dash | None = None
 
 
@@ -80,10 +82,16 @@ def get_dash_app() -> Dash:
                 suppress_callback_exceptions=True,
                 serve_locally=True,
             )
-            for page in PAGES:
-                importlib.import_module(f"dashboard.pages.{page}")
-            app.layout = _shell()
+            # Published before the pages are imported: importing one re-enters here
+            # (dashboard.pages builds the app first, since register_page needs it).
             _app = app
+            try:
+                for page in PAGES:
+                    importlib.import_module(f"dashboard.pages.{page}")
+                app.layout = _shell()
+            except BaseException:
+                _app = None
+                raise
         return _app
 
 
@@ -92,4 +100,20 @@ def mount_dashboard(app: FastAPI, *, settings: Settings, database: Database) -> 
     dash_app = get_dash_app()
     ctx = DashboardContext(settings=settings, database=database)
     app.state.dashboard = dash_app
-    app.mount("/", WSGIMiddleware(bind(dash_app.server, ctx)), name="dashboard")
+    app.mount(
+        "/", _api_paths_not_found(WSGIMiddleware(bind(dash_app.server, ctx))), name="dashboard"
+    )
+
+
+def _api_paths_not_found(asgi_app: ASGIApp) -> ASGIApp:
+    """Unknown /api/... paths answer a JSON 404, not the dashboard's HTML page."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == "/api" or path.startswith("/api/")):
+            response = JSONResponse({"detail": f"no such API path: {path}"}, status_code=404)
+            await response(scope, receive, send)
+            return
+        await asgi_app(scope, receive, send)
+
+    return app

@@ -1,0 +1,66 @@
+"""A small demo fleet loaded through the real ingest path, for the page and browser tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from backend.config import Settings
+from backend.db import Database
+from dashboard.app import get_dash_app
+from dashboard.context import ENVIRON_KEY, DashboardContext
+
+# Six benchmark pairs plus a couple of fleet models over a week: enough for every chart.
+DEMO_MODELS = 2
+DEMO_DAYS = 7.0
+
+
+def seed_demo(database: Database, settings: Settings, *, now: float | None = None) -> float:
+    """Load the demo fleet (ingest, then the ETT recompute); returns its 'now'."""
+    from backend.demo import fleet, loader
+
+    now = now or time.time()
+    spec = fleet.FleetSpec(seed=7, models=DEMO_MODELS, days=DEMO_DAYS, now=now)
+    report = loader.load_in_process(
+        database, settings, fleet.fleet_events(spec), now=now, progress=False
+    )
+    assert report.accepted > 0 and not report.rejected
+    return now
+
+
+@contextmanager
+def dashboard_request(settings: Settings, database: Database) -> Iterator[Any]:
+    """A Flask request context bound to `database`, to call page layouts directly."""
+    server = get_dash_app().server
+    ctx = DashboardContext(settings=settings, database=database)
+    with server.test_request_context("/", environ_overrides={ENVIRON_KEY: ctx}):
+        yield server
+
+
+def find(component: Any, element_id: str) -> Any:
+    """The component with this id inside a Dash component tree, or None."""
+    if getattr(component, "id", None) == element_id:
+        return component
+    children = getattr(component, "children", None)
+    if children is None:
+        return None
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if hasattr(child, "to_plotly_json"):
+            hit = find(child, element_id)
+            if hit is not None:
+                return hit
+    return None
+
+
+def ids(component: Any) -> set[str]:
+    """Every id inside a component tree."""
+    out: set[str] = set()
+    if isinstance(getattr(component, "id", None), str):
+        out.add(component.id)
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if hasattr(child, "to_plotly_json"):
+            out |= ids(child)
+    return out

@@ -1,0 +1,55 @@
+"""URL filters: parsed from a page's query, written back so a link reproduces the view."""
+
+from __future__ import annotations
+
+from datetime import date
+from urllib.parse import parse_qsl, urlsplit
+
+from dashboard.filters import DEFAULT_DAYS, Filters
+
+TODAY = date(2026, 5, 20)
+
+
+def test_defaults_are_the_last_180_days_by_day() -> None:
+    f = Filters.from_query({}, today=TODAY)
+    assert f.end == TODAY
+    assert (f.end - f.start).days == DEFAULT_DAYS - 1
+    assert f.bucket == "day" and f.model is None and f.label is None
+    assert f.end_ts - f.start_ts == DEFAULT_DAYS * 86400.0
+
+
+def test_a_link_reproduces_the_filters() -> None:
+    query = {
+        "start": "2026-04-01",
+        "end": "2026-04-30",
+        "model": "model a",
+        "owner": "data",
+        "label": "variant=baseline",
+        "bucket": "week",
+        "job_id": "j-1",
+    }
+    f = Filters.from_query(query, today=TODAY)
+    href = f.href("/model")
+    parts = urlsplit(href)
+    assert parts.path == "/model"
+    again = Filters.from_query(dict(parse_qsl(parts.query)), today=TODAY)
+    assert again == f
+    assert f.label == ("variant", "baseline")
+    assert f.start_ts == 1775001600.0  # 2026-04-01T00:00:00Z
+    assert f.end_ts == 1775001600.0 + 30 * 86400.0
+
+
+def test_bad_values_fall_back_instead_of_failing() -> None:
+    f = Filters.from_query(
+        {"start": "not-a-date", "end": "2026-02-30", "bucket": "hour", "label": "novalue"},
+        today=TODAY,
+    )
+    assert f.end == TODAY and f.bucket == "day" and f.label is None
+    swapped = Filters.from_query({"start": "2026-05-10", "end": "2026-05-01"}, today=TODAY)
+    assert swapped.start == date(2026, 5, 1) and swapped.end == date(2026, 5, 10)
+
+
+def test_overrides_change_or_drop_keys() -> None:
+    f = Filters.from_query({"model": "m", "start": "2026-05-01", "end": "2026-05-02"}, today=TODAY)
+    q = dict(parse_qsl(urlsplit(f.href("/job", job_id="x", model=None)).query))
+    assert q == {"start": "2026-05-01", "end": "2026-05-02", "job_id": "x"}

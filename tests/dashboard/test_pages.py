@@ -1,0 +1,219 @@
+"""Every page's layout on a seeded database (both dialects): the numbers equal the REST answers.
+
+Layouts are called in-process inside a Flask request bound to the test database; the browser
+tests (test_browser.py) then check the same pages render and navigate in Chromium.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.config import Settings
+from backend.db import Database
+from dashboard.pages import compare, fleet, job, models, owners
+from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo
+
+
+def _range() -> tuple[str, str, dict[str, str]]:
+    """Today and 13 days before it, as URL filters and as REST start/end (end exclusive)."""
+    end = datetime.now(UTC).date()
+    start = end - timedelta(days=13)
+    rest = {
+        "start": f"{start.isoformat()}T00:00:00Z",
+        "end": f"{(end + timedelta(days=1)).isoformat()}T00:00:00Z",
+    }
+    return start.isoformat(), end.isoformat(), rest
+
+
+def _text(tree: Any, element_id: str) -> str:
+    node = find(tree, element_id)
+    assert node is not None, f"no #{element_id} on the page"
+    return node.children if isinstance(node.children, str) else str(node.children)
+
+
+@pytest.fixture
+def seeded(database: Database, settings: Settings) -> Settings:
+    """The demo fleet in the test database."""
+    seed_demo(database, settings)
+    return settings
+
+
+@pytest.fixture
+def api(seeded: Settings, database: Database) -> Any:
+    """A REST client over the seeded database."""
+    app = create_app(seeded, database=database, start_workers=False, with_dashboard=False)
+    with TestClient(app) as c:
+        yield c
+
+
+def test_fleet_page_headline_equals_the_rest_answers(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    ett = api.get("/api/v1/fleet/ett", params=rest).json()
+    failures = api.get("/api/v1/fleet/failures", params=rest).json()
+    with dashboard_request(seeded, database):
+        page = fleet.layout(start=start, end=end)
+    assert _text(page, "fleet-ett") == f"{ett['total']['ett_pct']:.1f}%"
+    assert _text(page, "fleet-jobs") == f"{failures['total']['jobs']:,}"
+    assert _text(page, "fleet-failures") == f"{failures['total']['failures']:,}"
+    assert _text(page, "fleet-lost") == f"{ett['total']['lost_gpu_h']:,.0f}"
+    trend = find(page, "fleet-trend-graph").figure
+    drawn = [p["ett_pct"] for p in ett["series"] if p["ett_pct"] is not None]
+    assert list(trend.data[0].y) == pytest.approx(drawn)
+    assert {
+        "fleet-lost-component-graph",
+        "fleet-lost-owner-graph",
+        "fleet-nof-graph",
+        "fleet-regressions-graph",
+        "fleet-top-models-graph",
+    } <= ids(page)
+
+
+def test_fleet_page_filters_by_model_and_label(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    expected = api.get(
+        "/api/v1/fleet/ett", params={**rest, "model": "model-a", "label": "variant=baseline"}
+    ).json()
+    with dashboard_request(seeded, database):
+        page = fleet.layout(start=start, end=end, model="model-a", label="variant=baseline")
+        unknown = fleet.layout(start=start, end=end, owner="no-such-team")
+    assert _text(page, "fleet-ett") == f"{expected['total']['ett_pct']:.1f}%"
+    assert find(page, "fleet-filter-label").value == "variant=baseline"
+    assert find(page, "fleet-filter-model").value == "model-a"
+    assert "no-such-team" in str(find(unknown, "fleet-empty").children)
+
+
+def test_model_page_equals_the_rest_answer(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    answer = api.get("/api/v1/models/model-c", params=rest).json()
+    jobs = api.get("/api/v1/jobs", params={**rest, "model": "model-c"}).json()
+    with dashboard_request(seeded, database):
+        page = models.layout(model="model-c", start=start, end=end)
+        listing = models.layout(start=start, end=end)
+    assert _text(page, "model-ett") == f"{answer['ett_pct']:.1f}%"
+    assert _text(page, "model-jobs") == f"{answer['job_count']:,}"
+    table = find(page, "model-jobs-table")
+    shown = {r["job"].split("]")[0].lstrip("[") for r in table.data}
+    assert shown == {j["job_id"] for j in jobs["jobs"]} == {"model-c-baseline", "model-c-optimized"}
+    bars = find(page, "model-l2-graph").figure
+    assert {row[0] for t in bars.data if t.type == "bar" for row in t.customdata} == shown
+    assert find(page, "model-checkpoint-graph") is not None
+    names = {r["model"].split("]")[0].lstrip("[") for r in find(listing, "model-list-table").data}
+    assert {"model-a", "model-f"} <= names
+
+
+def test_job_page_equals_the_rest_answer(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    answer = api.get("/api/v1/jobs/model-b-baseline/ett").json()
+    with dashboard_request(seeded, database):
+        page = job.layout(job_id="model-b-baseline")
+        listing = job.layout()
+        missing = job.layout(job_id="nope")
+    assert _text(page, "job-ett") == f"{answer['ett_pct']:.1f}%"
+    assert _text(page, "job-nof") == str(answer["l1"]["nof"]) == "2"
+    assert _text(page, "job-tts") == f"{answer['l1']['tts_s'] / 60.0:.1f} min"
+    assert _text(page, "job-e2e") == f"{answer['e2e_s'] / 60.0:.1f} min"
+    timeline = find(page, "job-timeline-graph").figure
+    rows = {y for t in timeline.data if t.type == "bar" for y in t.y}
+    assert rows == {f"attempt {a['attempt']}" for a in answer["attempts"]}
+    failures = next(t for t in timeline.data if t.name == "failure")
+    assert len(failures.x) == answer["l1"]["nof"]
+    assert find(page, "job-critical-path-0") is not None
+    assert find(page, "job-model-link").href.startswith("/model?")
+    assert "model-b-baseline" in str(find(listing, "job-list-table").data)
+    assert find(missing, "job-empty") is not None
+
+
+def test_compare_page_equals_the_rest_answer(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    pairs = api.get("/api/v1/compare/pairs", params=rest).json()
+    one = api.get(
+        "/api/v1/compare", params={"baseline": "model-e-baseline", "optimized": "model-e-optimized"}
+    ).json()
+    with dashboard_request(seeded, database):
+        page = compare.layout(start=start, end=end)
+        pair = compare.layout(baseline="model-e-baseline", optimized="model-e-optimized")
+        missing = compare.layout(baseline="model-e-baseline", optimized="nope")
+    assert len(pairs["pairs"]) == 6
+    assert _text(page, "compare-saved") == f"{pairs['total']['delta']['lost_s'] / 60.0:,.1f}"
+    assert _text(page, "compare-cascade") == f"{pairs['total']['cascade']['tts_share'] * 100:.1f}%"
+    assert _text(pair, "compare-saved") == f"{one['delta']['lost_s'] / 60.0:,.1f}"
+    assert _text(pair, "compare-multiplier") == f"{one['restart_multiplier']:.1f}"
+    assert find(missing, "compare-empty") is not None
+
+
+def test_owners_page_shows_lost_hours_and_slos(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    lost = api.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()
+    from backend.alerts import service as alerts_service
+    from backend.alerts.slos import SloSpec
+
+    with database.session() as s:
+        alerts_service.put_slo(
+            db_session=s,
+            spec=SloSpec.model_validate(
+                {
+                    "name": "compile-share",
+                    "owner": "compiler",
+                    "component": "pt2_compile",
+                    "indicator": "gpu_time_share",
+                    "objective": 0.05,
+                }
+            ),
+        )
+        s.commit()
+    with dashboard_request(seeded, database):
+        page = owners.layout(start=start, end=end)
+        one = owners.layout(start=start, end=end, owner="compiler")
+    graph = find(page, "owners-lost-graph").figure
+    assert sum(sum(t.x) for t in graph.data) == pytest.approx(lost["total_gpu_h"], rel=1e-6)
+    assert [r["name"] for r in find(page, "owners-slos-table").data] == ["compile-share"]
+    owners_shown = {r["owner"] for r in find(one, "owners-components-table").data}
+    assert owners_shown == {"compiler"}
+
+
+def test_every_page_says_what_to_do_on_an_empty_database(
+    settings: Settings, database: Database
+) -> None:
+    with dashboard_request(settings, database):
+        pages = {
+            "fleet-empty": fleet.layout(),
+            "model-empty": models.layout(),
+            "job-empty": job.layout(),
+            "compare-empty": compare.layout(),
+            "owners-empty": owners.layout(),
+        }
+    for element_id, page in pages.items():
+        node = find(page, element_id)
+        assert node is not None, element_id
+        assert "POST /api/v1/events" in str(node.children) or "label" in str(node.children)
+
+
+def test_dashboard_and_api_share_one_port(settings: Settings, database: Database) -> None:
+    app = create_app(settings, database=database, start_workers=False)
+    with TestClient(app) as c:
+        health = c.get("/healthz")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        assert "/api/v1/events" in c.get("/openapi.json").json()["paths"]
+        assert "swagger" in c.get("/docs").text.lower()
+        assert c.get("/api/v1/jobs").status_code == 200
+        assert c.get("/api/v1/no-such-route").status_code == 404
+        index = c.get("/model?model=x")
+        assert index.status_code == 200 and "_dash-renderer" in index.text
+        layout = c.get("/_dash-layout")
+        assert layout.status_code == 200 and "shell-nav-fleet" in layout.text
