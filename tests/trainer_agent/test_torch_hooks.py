@@ -23,9 +23,10 @@ def wait_for_checkpoints(agent: Agent, server: FakeIngest, count: int) -> list[d
     import time
 
     deadline = time.monotonic() + 10
+    agent.flush(timeout=5)
     while len(server.of_type("checkpoint")) < count and time.monotonic() < deadline:
-        agent.flush(timeout=1)
         time.sleep(0.05)
+        agent.flush(timeout=1)
     return server.of_type("checkpoint")
 
 
