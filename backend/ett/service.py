@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+import orjson
+from sqlalchemy import Text, and_, cast, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -33,8 +34,12 @@ _INSERT_CHUNK = 5_000
 
 def load_events(*, db_session: Session, job_id: str) -> list[dict[str, Any]]:
     """One job's normalized raw events, in storage order."""
-    stmt = select(RawEvent.payload).where(RawEvent.job_id == job_id).order_by(RawEvent.id)
-    return list(db_session.scalars(stmt))
+    # Fetched as text and parsed with orjson: several times faster than the drivers' json.loads.
+    stmt = (
+        select(cast(RawEvent.payload, Text)).where(RawEvent.job_id == job_id).order_by(RawEvent.id)
+    )
+    loads = orjson.loads
+    return [loads(text) for text in db_session.scalars(stmt)]
 
 
 def custom_phases_for(*, db_session: Session, settings: Settings | None) -> dict[str, str] | None:
@@ -134,8 +139,9 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
         }
         for iv in result.intervals
     ]
+    # Core inserts: the ORM bulk path splits batches wherever a row's None columns differ.
     for chunk in _chunks(rows):
-        db_session.execute(insert(JobInterval), chunk)
+        db_session.execute(insert(JobInterval.__table__), chunk)
     attempts = [
         {
             "job_id": job_id,
@@ -149,7 +155,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
         for a in result.attempts
     ]
     if attempts:
-        db_session.execute(insert(Attempt), attempts)
+        db_session.execute(insert(Attempt.__table__), attempts)
     derived: dict[str, Any] = {
         "gpus": result.gpus,
         "labels": result.labels,
