@@ -282,19 +282,21 @@ def _top_jobs(
     slo: SloSpec,
     t0: float,
     t1: float,
-    model: str | None,
     ranked: Any,
     hit: Any,
-) -> list[dict[str, Any]]:
-    """The jobs with the most GPU-seconds in `ranked`, each with its own % of `hit`."""
+    *,
+    per_model: bool,
+) -> dict[str | None, list[dict[str, Any]]]:
+    """The jobs with the most GPU-seconds in `ranked`, each with its own % of `hit`.
+
+    Keyed by model when per_model (one query for every model), else under None.
+    """
     gpu_s = _clipped_gpu_s(t0, t1)
     where = [JobInterval.end > t0, JobInterval.start < t1]
-    if model is not None:
-        where.append(JobResult.model == model)
-    elif (clause := _model_clause(slo)) is not None:
+    if (clause := _model_clause(slo)) is not None:
         where.append(clause)
     score = func.sum(case((ranked, gpu_s), else_=0.0))
-    rows = db_session.execute(
+    stmt = (
         select(
             JobInterval.job_id,
             JobResult.model,
@@ -307,17 +309,17 @@ def _top_jobs(
         .group_by(JobInterval.job_id, JobResult.model)
         .having(score > 0)
         .order_by(score.desc(), JobInterval.job_id)
-        .limit(TOP_N * 10)
-    ).all()
-    out = []
-    for job_id, m, _score, hit_s, all_s in rows:
+    )
+    if not per_model and not (slo.model and _is_glob(slo.model)):
+        stmt = stmt.limit(TOP_N)
+    out: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for job_id, m, _score, hit_s, all_s in db_session.execute(stmt):
         if not _model_ok(slo, m):
             continue
-        out.append(
-            {"job_id": job_id, "model": m, "value": 100.0 * float(hit_s or 0) / float(all_s or 1)}
-        )
-        if len(out) >= TOP_N:
-            break
+        group = out[m if per_model else None]
+        if len(group) < TOP_N:
+            share = 100.0 * float(hit_s or 0) / float(all_s or 1)
+            group.append({"job_id": job_id, "model": m, "value": share})
     return out
 
 
@@ -349,6 +351,7 @@ def _share_in_sql(
         }
     else:
         groups = {None: list(per_model_all)}
+    top = _top_jobs(db_session, slo, t0, t1, ranked_sql, hit_sql, per_model=slo.per_model)
     out = []
     for group_model, members in sorted(groups.items(), key=lambda kv: kv[0] or ""):
         total = sum(per_model_all[m] for m in members)
@@ -370,7 +373,7 @@ def _share_in_sql(
                 jobs=sum(jobs.get(m, 0) for m in members),
                 model=group_model,
                 models=models,
-                job_drivers=_top_jobs(db_session, slo, t0, t1, group_model, ranked_sql, hit_sql),
+                job_drivers=top.get(group_model, []),
             )
         )
     return out
