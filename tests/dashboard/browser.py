@@ -20,6 +20,7 @@ import uvicorn
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as EC
@@ -142,6 +143,14 @@ class Browser:
     def click(self, css: str) -> None:
         """Click the first element matching `css`."""
         self.wait_for(css).click()
+
+    def click_at(self, element: WebElement) -> None:
+        """A real mouse click at the element's centre, whatever lies on top of it.
+
+        Plotly listens on a transparent drag layer above its bars, so a bar is clicked
+        by clicking where it is drawn.
+        """
+        ActionChains(self.driver).move_to_element(element).click().perform()
 
     def console(self) -> list[dict[str, Any]]:
         """Browser console entries since the last call."""

@@ -1,0 +1,148 @@
+"""The dashboard in headless Chromium on a seeded database: pages draw, numbers equal REST,
+charts lead fleet -> model -> job, filters live in the URL, and the console stays clean."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from backend import migrate
+from backend.app import create_app
+from backend.config import Settings
+from backend.db import Database
+from dashboard.filters import DEFAULT_DAYS
+from tests.dashboard.browser import Browser, browser_available, serve
+from tests.dashboard.conftest import seed_demo
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not browser_available(), reason="needs chromium and chromedriver"),
+]
+
+# Path -> charts the page draws once loaded.
+PAGES = {
+    "/": 6,
+    "/model": 0,
+    "/model?model=model-c": 3,
+    "/job": 0,
+    "/job?job_id=model-b-baseline": 3,
+    "/compare": 2,
+    "/owners": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app (API and dashboard on one port) over a seeded SQLite database, under uvicorn."""
+    home = tmp_path_factory.mktemp("browser")
+    url = f"sqlite:///{home / 'ett.db'}"
+    migrate.upgrade(url)
+    database = Database(url)
+    settings = Settings(home=home, database_url=url, recompute_mode="inline")
+    seed_demo(database, settings)
+    app = create_app(settings, database=database, start_workers=False)
+    with serve(app) as base:
+        yield base
+    database.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the module."""
+    b = Browser()
+    yield b
+    b.close()
+
+
+def _default_range() -> dict[str, str]:
+    end = datetime.now(UTC).date()
+    start = end - timedelta(days=DEFAULT_DAYS - 1)
+    return {"start": f"{start}T00:00:00Z", "end": f"{end + timedelta(days=1)}T00:00:00Z"}
+
+
+def _rest(site: str, path: str, **params: Any) -> Any:
+    answer = httpx.get(site + path, params=params, timeout=30)
+    answer.raise_for_status()
+    return answer.json()
+
+
+def _open(browser: Browser, url: str, charts: int) -> None:
+    browser.get(url)
+    browser.wait_for(".ett-main h1")
+    if charts:
+        browser.wait_for_graphs(charts)
+
+
+def _click_bar(browser: Browser, graph_id: str, index: int = -1) -> None:
+    bars = browser.find_all(f"#{graph_id} .bars .point path")
+    assert bars, f"no bars in #{graph_id}"
+    browser.click_at(bars[index])
+
+
+def test_every_page_draws_without_console_errors(site: str, browser: Browser) -> None:
+    browser.console()
+    for path, charts in PAGES.items():
+        _open(browser, site + path, charts)
+        assert browser.severe() == [], path
+    # The tables pages show real rows, not an empty state.
+    _open(browser, site + "/model", 0)
+    assert "model-a" in browser.text("#model-list-table")
+    _open(browser, site + "/job", 0)
+    assert "model-b-baseline" in browser.text("#job-list-table")
+
+
+def test_headline_numbers_equal_the_rest_answers(site: str, browser: Browser) -> None:
+    rng = _default_range()
+    ett = _rest(site, "/api/v1/fleet/ett", **rng)
+    failures = _rest(site, "/api/v1/fleet/failures", **rng)
+    _open(browser, site + "/", 6)
+    assert browser.text("#fleet-ett") == f"{ett['total']['ett_pct']:.1f}%"
+    assert browser.text("#fleet-jobs") == f"{failures['total']['jobs']:,}"
+    assert browser.text("#fleet-failures") == f"{failures['total']['failures']:,}"
+    job = _rest(site, "/api/v1/jobs/model-b-baseline/ett")
+    _open(browser, site + "/job?job_id=model-b-baseline", 3)
+    assert browser.text("#job-ett") == f"{job['ett_pct']:.1f}%"
+    assert browser.text("#job-nof") == str(job["l1"]["nof"])
+    assert browser.text("#job-tts") == f"{job['l1']['tts_s'] / 60.0:.1f} min"
+
+
+def test_fleet_to_model_to_job_by_clicking(site: str, browser: Browser) -> None:
+    browser.console()
+    _open(browser, site + "/", 6)
+    _click_bar(browser, "fleet-top-models-graph")  # the top bar: the model losing most
+    url = browser.wait_for_url("/model?")
+    model = parse_qs(urlsplit(url).query)["model"][0]
+    assert browser.wait_for_text("#model-name", model)
+    browser.wait_for_graphs(3)
+    _click_bar(browser, "model-l2-graph", 0)
+    url = browser.wait_for_url("/job?")
+    job_id = parse_qs(urlsplit(url).query)["job_id"][0]
+    browser.wait_for_text("#job-id", job_id)
+    job = _rest(site, f"/api/v1/jobs/{job_id}/ett")
+    assert job["model"] == model
+    assert browser.wait_for_text("#job-ett", f"{job['ett_pct']:.1f}%")
+    assert browser.severe() == []
+
+
+def test_filters_live_in_the_url(site: str, browser: Browser) -> None:
+    rng = _default_range()
+    only_a = _rest(site, "/api/v1/fleet/ett", model="model-a", **rng)
+    _open(browser, site + "/?model=model-a", 6)
+    assert browser.text("#fleet-ett") == f"{only_a['total']['ett_pct']:.1f}%"
+    label = browser.wait_for("#fleet-filter-label")
+    label.send_keys("variant=baseline\n")
+    url = browser.wait_for_url("label=variant")
+    query = parse_qs(urlsplit(url).query)
+    assert query["model"] == ["model-a"] and query["label"] == ["variant=baseline"]
+    baseline = _rest(site, "/api/v1/fleet/ett", model="model-a", label="variant=baseline", **rng)
+    browser.wait_for_text("#fleet-ett", f"{baseline['total']['ett_pct']:.1f}%")
+    assert "label=variant" in browser.wait_for("#shell-nav-models").get_attribute("href")
+    # The same link in a fresh load reproduces the view.
+    _open(browser, url, 6)
+    assert browser.text("#fleet-ett") == f"{baseline['total']['ett_pct']:.1f}%"
+    assert browser.severe() == []
