@@ -2,7 +2,8 @@
 
 The per-job tables (`fleet_job_days`, `fleet_failures`, `fleet_jobs`) are what a job contributed
 at its last recompute; the rollup (`fleet_day_rollups`) is their sum per day x model x component
-x phase, kept current by applying the difference whenever a job is recomputed.
+x phase, kept current by applying the difference whenever a job is recomputed; `fleet_day_totals`
+is the same sum over all models, for the unfiltered fleet views.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ class FleetDayRollup(Base):
     gpu_s: Mapped[float] = mapped_column(Float)
 
     __table_args__ = (Index("ix_fleet_day_rollups_model_day", "model", "day"),)
+
+
+class FleetDayTotal(Base):
+    """The rollup summed over models: what the unfiltered fleet views read (a few rows a day)."""
+
+    __tablename__ = "fleet_day_totals"
+
+    day: Mapped[float] = mapped_column(Float, primary_key=True)
+    component: Mapped[str] = mapped_column(String(32), primary_key=True)
+    phase: Mapped[str] = mapped_column(String(128), primary_key=True)
+    wall_s: Mapped[float] = mapped_column(Float)
+    gpu_s: Mapped[float] = mapped_column(Float)
 
 
 class FleetFailure(Base):

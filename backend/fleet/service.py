@@ -26,6 +26,7 @@ from backend.fleet.models import (
     NO_MODEL,
     NO_PHASE,
     FleetDayRollup,
+    FleetDayTotal,
     FleetFailure,
     FleetJob,
     FleetJobDay,
@@ -186,33 +187,52 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
     _apply_delta(s, delta)
 
 
+def _upsert_add(s: Session, table: Any, keys: list[str], rows: list[dict[str, Any]]) -> None:
+    """Add rows' wall_s/gpu_s to existing rows with the same key, inserting the missing ones."""
+    stmt = insert_for(s, table)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=keys,
+        set_={
+            "wall_s": table.c.wall_s + stmt.excluded.wall_s,
+            "gpu_s": table.c.gpu_s + stmt.excluded.gpu_s,
+        },
+    )
+    for part in _chunks(rows, _CHUNK):
+        s.execute(stmt, list(part))
+
+
 def _apply_delta(s: Session, delta: dict[tuple[float, str, str, str], list[float]]) -> None:
-    """Add the differences to the rollup rows (creating them), in key order against deadlocks."""
-    rows = [
-        {
-            "day": k[0],
-            "model": k[1],
-            "component": k[2],
-            "phase": k[3],
-            "wall_s": v[0],
-            "gpu_s": v[1],
-        }
-        for k, v in sorted(delta.items())
-        if abs(v[0]) > _ZERO or abs(v[1]) > _ZERO
-    ]
+    """Add the differences to the rollup and the totals (in key order, against deadlocks)."""
+    totals: dict[tuple[float, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    rows = []
+    for (day, model, comp, phase), (wall, gpu) in sorted(delta.items()):
+        if abs(wall) <= _ZERO and abs(gpu) <= _ZERO:
+            continue
+        rows.append(
+            {
+                "day": day,
+                "model": model,
+                "component": comp,
+                "phase": phase,
+                "wall_s": wall,
+                "gpu_s": gpu,
+            }
+        )
+        t = totals[(day, comp, phase)]
+        t[0] += wall
+        t[1] += gpu
     if not rows:
         return
-    table = FleetDayRollup.__table__
-    for part in _chunks(rows, _CHUNK):
-        stmt = insert_for(s, table).values(list(part))
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["day", "model", "component", "phase"],
-            set_={
-                "wall_s": table.c.wall_s + stmt.excluded.wall_s,
-                "gpu_s": table.c.gpu_s + stmt.excluded.gpu_s,
-            },
-        )
-        s.execute(stmt)
+    _upsert_add(s, FleetDayRollup.__table__, ["day", "model", "component", "phase"], rows)
+    _upsert_add(
+        s,
+        FleetDayTotal.__table__,
+        ["day", "component", "phase"],
+        [
+            {"day": k[0], "component": k[1], "phase": k[2], "wall_s": v[0], "gpu_s": v[1]}
+            for k, v in sorted(totals.items())
+        ],
+    )
     days = sorted({r["day"] for r in rows})
     models = sorted({r["model"] for r in rows})
     s.execute(
@@ -222,11 +242,16 @@ def _apply_delta(s: Session, delta: dict[tuple[float, str, str, str], list[float
             func.abs(FleetDayRollup.wall_s) < _ZERO,
         )
     )
+    s.execute(
+        delete(FleetDayTotal).where(
+            FleetDayTotal.day.in_(days), func.abs(FleetDayTotal.wall_s) < _ZERO
+        )
+    )
 
 
 def rebuild_rollups(*, db_session: Session) -> int:
     """Recompute every fleet table from job_results/job_intervals; returns the jobs seen."""
-    for table in (FleetJobDay, FleetFailure, FleetJob, FleetDayRollup):
+    for table in (FleetJobDay, FleetFailure, FleetJob, FleetDayRollup, FleetDayTotal):
         db_session.execute(delete(table))
     ids = list(db_session.execute(select(JobResult.job_id).order_by(JobResult.job_id)).scalars())
     refresh_job_rollups(db_session=db_session, job_ids=ids)
@@ -266,10 +291,19 @@ def gpu_rows(
     models: list[str] | None = None,
     labels: dict[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Rows of (*group columns, wall_s, gpu_s) summed over the UTC days meeting [start, end)."""
+    """Rows of (*group columns, wall_s, gpu_s) summed over the UTC days meeting [start, end).
+
+    Reads the smallest table that can answer: the fleet totals when nothing filters by model,
+    the per-model rollup when something does, the per-job day table when labels do.
+    """
     if models is not None and not models:
         return []
-    src: Any = FleetJobDay if labels else FleetDayRollup
+    if labels:
+        src: Any = FleetJobDay
+    elif models is None and "model" not in group:
+        src = FleetDayTotal
+    else:
+        src = FleetDayRollup
     cols = [getattr(src, g) for g in group]
     stmt = select(*cols, func.sum(src.wall_s), func.sum(src.gpu_s)).where(
         src.day >= day_start(start), src.day < end

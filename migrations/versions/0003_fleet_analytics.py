@@ -73,6 +73,15 @@ def upgrade() -> None:
         batch_op.create_index("ix_fleet_day_rollups_model_day", ["model", "day"], unique=False)
 
     op.create_table(
+        "fleet_day_totals",
+        sa.Column("day", sa.Float(), nullable=False),
+        sa.Column("component", sa.String(length=32), nullable=False),
+        sa.Column("phase", sa.String(length=128), nullable=False),
+        sa.Column("wall_s", sa.Float(), nullable=False),
+        sa.Column("gpu_s", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("day", "component", "phase", name=op.f("pk_fleet_day_totals")),
+    )
+    op.create_table(
         "fleet_failures",
         sa.Column("job_id", sa.String(length=128), nullable=False),
         sa.Column("idx", sa.Integer(), nullable=False),
@@ -125,4 +134,5 @@ def downgrade() -> None:
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.drop_index(index)
         op.drop_table(table)
+    op.drop_table("fleet_day_totals")
     op.drop_table("owner_mapping_versions")

@@ -9,7 +9,7 @@ from sqlalchemy import delete, select, update
 
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import service
-from backend.fleet.models import FleetDayRollup, FleetFailure, FleetJob
+from backend.fleet.models import FleetDayRollup, FleetDayTotal, FleetFailure, FleetJob
 from backend.fleet.service import job_facts
 from tests.backend.fleet.fleet_jobs import D0, job_a, job_b
 
@@ -26,7 +26,26 @@ def snapshot(s: Any) -> dict[tuple[Any, ...], tuple[float, float]]:
             FleetDayRollup.gpu_s,
         )
     )
-    return {tuple(r[:4]): (round(r[4], 6), round(r[5], 6)) for r in rows}
+    out = {tuple(r[:4]): (round(r[4], 6), round(r[5], 6)) for r in rows}
+    # The totals table must equal the rollup summed over models.
+    summed: dict[tuple[Any, ...], list[float]] = {}
+    for (day, _model, comp, phase), (wall, gpu) in out.items():
+        acc = summed.setdefault((day, comp, phase), [0.0, 0.0])
+        acc[0] += wall
+        acc[1] += gpu
+    totals = s.execute(
+        select(
+            FleetDayTotal.day,
+            FleetDayTotal.component,
+            FleetDayTotal.phase,
+            FleetDayTotal.wall_s,
+            FleetDayTotal.gpu_s,
+        )
+    )
+    assert {tuple(r[:3]): (round(r[3], 6), round(r[4], 6)) for r in totals} == {
+        k: (round(v[0], 6), round(v[1], 6)) for k, v in summed.items()
+    }
+    return out
 
 
 def test_incremental_equals_rebuild_after_changes(post: Any, database: Any) -> None:
