@@ -91,3 +91,14 @@ def test_dlrm_with_a_crash_and_a_sigterm(live: LiveServer, tmp_path: Path) -> No
     assert live.rejected_count() == 0
     stored = live.stored_events(job)
     assert sum(1 for e in stored if e["type"] == "checkpoint") >= 4
+    phases = defaultdict(set)
+    for e in stored:
+        if e["type"] == "phase":
+            phases[e["attempt"]].add(e["phase"])
+    hooked = {"trainer_init.process_group", "trainer_init.train_module", "trainer_init.first_batch"}
+    for attempt in (0, 1, 2):
+        assert hooked <= phases[attempt], phases[attempt]
+    assert "checkpoint_restore" not in phases[0]
+    assert "checkpoint_restore" in phases[1] and "checkpoint_restore" in phases[2]
+    reasons = {e["attempt"]: e["reason"] for e in stored if e["type"] == "attempt_ended"}
+    assert reasons == {0: "failure", 1: "preempted", 2: "completed"}

@@ -1,0 +1,1 @@
+"""Runnable examples: a TorchRec DLRM under torchrun, and a launcher that plays the scheduler."""
