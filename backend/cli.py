@@ -11,6 +11,7 @@ from backend.alerts.cli import alerts_app
 from backend.config import get_settings
 from backend.demo.command import demo
 from backend.ett.cli import recompute
+from backend.fleet.cli import fleet_app
 
 app = typer.Typer(
     name="ett",
@@ -24,6 +25,7 @@ token_app = typer.Typer(help="API tokens for ingest, reads and admin.", no_args_
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
+app.add_typer(fleet_app, name="fleet")
 app.command("recompute")(recompute)
 app.command("demo")(demo)
 
