@@ -223,7 +223,6 @@ class Agent:
         self._pending_checkpoints: set[CheckpointSpan] = set()
         # Progress state, written only by the thread that calls step().
         self._steps = 0
-        self._cursor_base = 0.0
         self._last_t = 0.0
         self._last_c: float | None = None
         self._win_t: float | None = None
@@ -271,7 +270,7 @@ class Agent:
             t = self._clock()
             n = self._steps + 1
             self._steps = n
-            c = self._cursor_base + n if cursor is None else cursor
+            c = n if cursor is None else cursor
             self._last_t = t
             self._last_c = c
             if t >= self._win_due:
@@ -447,16 +446,22 @@ class Agent:
         """End the attempt: last progress window, pending checkpoints, attempt_ended, final flush."""
         if self.sender is None or self._closed:
             return True
-        try:
-            self._closed = True
-            self._close_window(None)
-            for span in list(self._pending_checkpoints):
-                span._send(committed=None, ok=True)
-            self.attempt_ended(reason)
-            return self.sender.close(self.exit_timeout_s if timeout is None else timeout)
-        except Exception:  # noqa: BLE001
-            log.exception("trainer_agent: close failed")
-            return False
+        self._closed = True
+        # Each part on its own: a bad cursor or a broken span must not keep attempt_ended back.
+        for part in (
+            lambda: self._close_window(None),
+            self._send_pending_checkpoints,
+            lambda: self.attempt_ended(reason),
+        ):
+            try:
+                part()
+            except Exception:  # noqa: BLE001
+                log.exception("trainer_agent: close step failed")
+        return self.sender.close(self.exit_timeout_s if timeout is None else timeout)
+
+    def _send_pending_checkpoints(self) -> None:
+        for span in list(self._pending_checkpoints):
+            span._send(committed=None, ok=True)
 
     def stats(self) -> dict[str, int]:
         """Counters: submitted, sent, duplicates, rejected, spooled, dropped, retries, errors."""

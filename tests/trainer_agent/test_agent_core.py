@@ -280,7 +280,9 @@ def test_close_is_bounded_while_the_api_hangs(fake_ingest: FakeIngest, tmp_path:
     assert sorted(types) == ["attempt_ended", "attempt_started", "failure", "heartbeat"]
 
 
-def test_step_never_raises_and_disabled_agent_is_a_no_op(tmp_path: Path) -> None:
+def test_step_never_raises_and_disabled_agent_is_a_no_op(
+    fake_ingest: FakeIngest, tmp_path: Path
+) -> None:
     agent = Agent(job_id=None, endpoint=None)
     assert agent.enabled is False
     agent.step()
@@ -288,10 +290,12 @@ def test_step_never_raises_and_disabled_agent_is_a_no_op(tmp_path: Path) -> None
         pass
     agent.failure("app_error", "x")
     assert agent.flush(0.1) and agent.close(0.1)
-    live = Agent("j", 0, "http://127.0.0.1:9", "t", spool_dir=tmp_path, install_handlers=False)
+    live = make_agent(fake_ingest, tmp_path, progress_window_s=0.0)
+    live.step(cursor=1)
     live.step(cursor=object())  # type: ignore[arg-type]
-    live.step(cursor=float("nan"))
-    live.close(timeout=0.5)
+    live.step(cursor="12")  # type: ignore[arg-type]
+    assert live.close(timeout=5)  # a bad cursor must not keep the attempt's end back
+    assert [e["reason"] for e in fake_ingest.of_type("attempt_ended")] == ["completed"]
 
 
 def test_attempt_and_rank_detection() -> None:
