@@ -155,7 +155,7 @@ def _summaries(attempts: list[AttemptInfo]) -> list[AttemptSummary]:
             attempt=a.attempt,
             started_at=a.start,
             ended_at=None if a.live else (a.ended_at if a.ended_at is not None else a.end),
-            reason=a.reason if a.reason is not None else (None if a.live else "failure"),
+            reason=a.reason if a.reason is not None else ("failure" if a.failure else None),
             host=a.host,
             gpus=a.gpus,
         )

@@ -164,6 +164,7 @@ class AttemptInfo:
     failure: Failure | None = None
     # Where the attempt stops holding its allocation for the partition (failure or end, else job end).
     end: float = 0.0
+    # Still running: an open job's attempt with no end, no failure and not yet silent too long.
     live: bool = False
 
 
@@ -483,7 +484,7 @@ def build_timeline(
             info.end = max(min(stops), info.start)
         else:
             info.end = max(job_end, info.start)
-            info.live = True
+            info.live = provisional
         if failure is not None:
             failures.append(failure)
 
@@ -501,7 +502,7 @@ def build_timeline(
             if k < len(lst) and lst[k] <= sp.start + _MATCH_TOLERANCE_S:
                 continue
         info = attempts[sp.attempt]
-        if not (info.live and provisional):
+        if not info.live:
             warnings.add("phase_never_ended", sp.event_id)
         sp.end = max(info.end, sp.start)
         spans.append(sp)
@@ -509,10 +510,8 @@ def build_timeline(
     status = ended.get("status") if ended is not None else None
     if ended is not None:
         status = status if type(status) is str else "unknown"
-    elif any(x.live for x in ordered):
-        status = "running"
     else:
-        status = "pending"
+        status = "running" if ordered else "pending"
     gpus = meta.get("gpus")
     if not (type(gpus) is int and gpus >= 1):
         gpus = max((x.gpus for x in ordered if x.gpus), default=1)

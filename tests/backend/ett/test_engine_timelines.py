@@ -396,3 +396,19 @@ def test_submitted_never_started_is_scheduling():
     assert r.to_dict()["intervals"] == [
         {"start": 0, "end": 50, "attempt": None, "component": "scheduling", "phase": "scheduling"}
     ]
+
+
+def test_attempt_summaries():
+    """Attempts list start, end and reason; a failure without attempt_ended ends it at the failure."""
+    j = JobEvents()
+    j.submitted(0)
+    j.started(0, 5, host="a", gpus=8)
+    j.failure(0, 20, kind="infra")
+    j.started(1, 30, host="b")
+    j.progress(1, 30, 40, 0, 10)
+    j.job_ended(45)  # attempt 1 never sent attempt_ended, but the job closed within the timeout
+    r = run(j)
+    a0, a1 = r.attempts
+    assert (a0.started_at, a0.ended_at, a0.reason, a0.host, a0.gpus) == (5, 20, "failure", "a", 8)
+    assert (a1.started_at, a1.ended_at, a1.reason, a1.host) == (30, 45, None, "b")
+    assert r.status == "succeeded" and r.l1.nof == 1
