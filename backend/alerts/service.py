@@ -378,8 +378,10 @@ def _queue(
             created_at=now,
         )
         .on_conflict_do_nothing(index_elements=["fingerprint", "episode", "kind"])
+        # RETURNING, not rowcount: an ORM-session INSERT reports rowcount -1 on psycopg.
+        .returning(Notification.id)
     )
-    return db_session.execute(stmt).rowcount == 1
+    return db_session.execute(stmt).scalar_one_or_none() is not None
 
 
 def _details(ev: Evaluation, slo: SloSpec | None) -> dict[str, Any]:
@@ -427,6 +429,10 @@ def _step(
         objective=slo.objective if slo is not None else state.objective,
         version=seen_version + 1,
     )
+    if slo is not None:
+        # An edited SLO (severity, phase) shows in the labels from its next pass on.
+        new["labels"] = alert_labels(slo, state.model if slo.per_model else None)
+        new["severity"] = slo.severity
     value = ev.value if ev else None
     breached = slo is not None and value is not None and slo.breached(value)
     recovered = slo is None or value is None or slo.recovered(value)
@@ -450,7 +456,7 @@ def _step(
     elif old == "firing" and recovered:
         new["state"], new["resolved_at"] = "resolved", now
 
-    labels = dict(state.labels or {})
+    labels = dict(new.get("labels") or state.labels or {})
     live_ev = ev or _evaluation_of(state)
     since = new["breach_started_at"] or state.fired_at or now
     if new["state"] == "firing":

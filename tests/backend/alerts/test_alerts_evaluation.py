@@ -137,7 +137,7 @@ def test_regression_fires_once_to_the_owner_and_resolves_after_recovery(
 
     report = _pass(database, settings, now + 700, holder="replica-1")
     assert "firing" in [t[2] for t in report.transitions]
-    assert report.delivered == 1 and report.failed == 0
+    assert report.queued == 1 and report.delivered == 1 and report.failed == 0
     # Later passes, from other "restarted" evaluators, send nothing new.
     _pass(database, settings, now + 800, holder="replica-3")
     _pass(database, settings, now + 900, holder="replica-4")
@@ -534,3 +534,34 @@ def test_label_filter_scopes_the_share_and_agrees_with_the_sql_path(database: Da
     assert globbed.value == pytest.approx(everything.value) and globbed.jobs == 5
     assert everything.job_drivers[0]["job_id"] in ("west-0", "west-1")
     assert [m["model"] for m in everything.models] == ["model-x", "model-a"]
+
+
+def test_every_delivery_attempt_is_logged_and_a_dead_channel_does_not_hold_the_others(
+    database: Database, tmp_path: Path, http_receiver, unused_port: int
+) -> None:
+    http_receiver.script("/flaky", (500, {}), (429, {"Retry-After": "0"}), (200, {}))
+    channels = {
+        "scheduler": [
+            {"name": "flaky", "kind": "webhook", "target": f"{http_receiver.url}/flaky"},
+            {"name": "dead", "kind": "slack", "target": f"http://127.0.0.1:{unused_port}/x"},
+            {"name": "gone", "kind": "webhook", "target": f"{http_receiver.url}/gone"},
+        ]
+    }
+    http_receiver.script("/gone", (404, {}))
+    settings = _settings(database, tmp_path, _slo_file(tmp_path, channels, **{"for": "0s"}))
+    _healthy_fleet(database, T - 20 * 3600)
+    _regression(database, T + 600)
+    report = _pass(database, settings, T + 12_000)
+    assert report.queued == 1 and report.failed == 1 and report.delivered == 0
+    with database.session() as s:
+        log = s.scalars(select(Delivery).order_by(Delivery.id)).all()
+        by_channel: dict[str, list[tuple[str, int | None]]] = {}
+        for d in log:
+            by_channel.setdefault(d.channel, []).append((d.outcome, d.status_code))
+        note = s.scalars(select(Notification)).one()
+        assert note.status == "partial"
+        assert all(d.notification_id == note.id for d in log)
+    assert by_channel["flaky"] == [("retry", 500), ("retry", 429), ("delivered", 200)]
+    assert by_channel["gone"] == [("rejected", 404)]
+    assert [o for o, _ in by_channel["dead"]] == ["retry", "retry", "gave_up"]
+    assert len(http_receiver.on("/flaky")) == 3
