@@ -98,6 +98,7 @@ class Sender:
         self.on_tick = on_tick
         self.tick_interval_s = tick_interval_s
         self.stats = SenderStats()
+        self._owner_pid = os.getpid()  # heartbeats belong to this process, not to forked children
         self._reset_process_state()
         self._spool_dirty = False
         ref = weakref.ref(self)
@@ -106,6 +107,7 @@ class Sender:
     def _reset_process_state(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._running = False
         self._start_lock = threading.Lock()
         self._pid = os.getpid()
         self._inflight: list[dict[str, Any]] = []
@@ -172,14 +174,15 @@ class Sender:
             log.exception("trainer_agent: cannot start the sender thread")
 
     def _ensure_thread(self) -> None:
+        # Fast path without touching the thread object: is_alive() probes a lock the thread holds.
+        if self._running and os.getpid() == self._pid:
+            return
         if os.getpid() != self._pid:
             self._reset_process_state()
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            return
         with self._start_lock:
-            if self._thread is not None and self._thread.is_alive():
+            if self._running:
                 return
+            self._running = True
             self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
             self._thread.start()
 
@@ -228,6 +231,12 @@ class Sender:
 
     def _run(self) -> None:
         try:
+            self._serve()
+        finally:
+            self._running = False
+
+    def _serve(self) -> None:
+        try:
             # A previous attempt, or another rank, may have left batches behind.
             if self.spool.recover() or self.spool.pending_files():
                 self._spool_dirty = True
@@ -247,7 +256,7 @@ class Sender:
         wait = None  # nothing to do but wait for events
         if self._spool_dirty:
             wait = max(0.0, self._retry_at - self.clock())
-        if self.on_tick is not None and self.tick_interval_s > 0:
+        if self.on_tick is not None and self.tick_interval_s > 0 and os.getpid() == self._owner_pid:
             now = time.monotonic()
             if now >= self._next_tick:
                 self._next_tick = now + self.tick_interval_s
