@@ -48,6 +48,8 @@ from backend.db import Database, insert_for
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "alert-evaluator"
+# The delivery log keeps this much history (Alertmanager refreshes add rows every pass).
+DELIVERY_LOG_RETENTION_S = 30 * 86400.0
 # A claimed notice whose sender vanished is taken over after this long.
 STALE_CLAIM_S = 600.0
 
@@ -780,6 +782,8 @@ def evaluate_once(
             sync_from_file(db_session=s, slo_file=slo_file_for(settings), now=now)
             s.commit()
         evaluate_slos(db_session=s, settings=settings, now=now, report=report)
+        purge_deliveries(db_session=s, older_than=time.time() - DELIVERY_LOG_RETENTION_S)
+        s.commit()
     report.evaluated = True
     try:
         dispatch_pending(db=db, settings=settings, holder=holder, policy=policy, report=report)
@@ -851,14 +855,6 @@ def list_deliveries(
     stmt = select(Delivery).order_by(Delivery.at.desc(), Delivery.id.desc()).limit(limit)
     if owner:
         stmt = stmt.where(Delivery.owner == owner)
-    return list(db_session.scalars(stmt))
-
-
-def list_notifications(*, db_session: Session, owner: str | None = None) -> list[Notification]:
-    """Queued and sent notices, oldest first."""
-    stmt = select(Notification).order_by(Notification.id)
-    if owner:
-        stmt = stmt.where(Notification.owner == owner)
     return list(db_session.scalars(stmt))
 
 
