@@ -209,8 +209,8 @@ class Agent:
         self.job_id = job_id or env.get("ETT_JOB_ID") or ""
         self.endpoint = endpoint or env.get("ETT_ENDPOINT") or ""
         token = token or env.get("ETT_TOKEN") or None
-        self.attempt = detect_attempt() if attempt is None else int(attempt)
-        self.rank = detect_rank() if rank is None else int(rank)
+        self.attempt = detect_attempt() if attempt is None else _as_int(attempt, "attempt")
+        self.rank = detect_rank() if rank is None else _as_int(rank, "rank")
         self.report_progress = self.rank == 0 if report_progress is None else report_progress
         self.report_attempt = self.rank == 0 if report_attempt is None else report_attempt
         self.progress_window_s = float(progress_window_s)
@@ -241,8 +241,39 @@ class Agent:
             return
         if not self.report_progress:
             self.step = self._step_disabled  # type: ignore[method-assign]
+        self.sender = None
+        try:
+            self._start(
+                spool_dir,
+                spool_max_bytes,
+                heartbeat_s,
+                request_timeout_s,
+                gpus,
+                host,
+                token,
+                transport,
+            )
+            if install_handlers:
+                self._install_handlers()
+        except Exception:  # noqa: BLE001 - a broken agent must not stop the trainer from starting
+            log.exception("trainer_agent: start failed; the agent is disabled")
+            self.enabled = False
+            self.sender = None
+            self.step = self._step_disabled  # type: ignore[method-assign]
+
+    def _start(
+        self,
+        spool_dir: str | os.PathLike[str] | None,
+        spool_max_bytes: int | None,
+        heartbeat_s: float | None,
+        request_timeout_s: float,
+        gpus: int | None,
+        host: str | None,
+        token: str | None,
+        transport: Transport | None,
+    ) -> None:
         root = Path(spool_dir) if spool_dir is not None else default_spool_root()
-        max_bytes = spool_max_bytes or int(env.get("ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024))
+        max_bytes = spool_max_bytes or int(os.environ.get("ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024))
         heartbeat = (60.0 if self.rank == 0 else 0.0) if heartbeat_s is None else heartbeat_s
         self.sender = Sender(
             transport if transport is not None else HttpTransport(self.endpoint, token),
@@ -259,8 +290,6 @@ class Agent:
                 host=host or socket.gethostname(),
             )
         self.sender.start()
-        if install_handlers:
-            self._install_handlers()
 
     # ---- progress: the hot path ------------------------------------------------------------
 
@@ -561,6 +590,14 @@ class _DeadCheckpoint(CheckpointSpan):
         self.bytes = None
         self._sent = True
         self._lock = threading.Lock()
+
+
+def _as_int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        log.error("trainer_agent: %s=%r is not an integer; using 0", name, value)
+        return 0
 
 
 def _format_exception(

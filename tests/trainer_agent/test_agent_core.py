@@ -376,3 +376,15 @@ def test_step_stays_fast_while_the_api_hangs(fake_ingest: FakeIngest, tmp_path: 
     assert elapsed < 0.5, elapsed  # windows keep closing (every 1 ms) without waiting on I/O
     agent.close(timeout=1)
     fake_ingest.unhang()
+
+
+def test_a_broken_configuration_disables_the_agent_instead_of_raising(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ETT_SPOOL_MAX_BYTES", "lots")
+    agent = Agent(
+        "j", "first", "http://127.0.0.1:9", "t", spool_dir=tmp_path, install_handlers=False
+    )  # type: ignore[arg-type]
+    assert agent.enabled is False and agent.attempt == 0
+    agent.step(cursor=1)
+    assert agent.close(timeout=0.1)
