@@ -227,6 +227,9 @@ def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]
     keyed: list[Keyed] = []
     set_aside: dict[str, str] = {}
     conflicted: set[str] = set()
+    append = keyed.append
+    spec_of = _TYPE_SPEC.get
+    inf = math.inf
     for ev in events:
         if type(ev) is not dict and not isinstance(ev, Mapping):
             warnings.add("invalid_event")
@@ -238,9 +241,17 @@ def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]
         prev = by_id.get(eid)
         if prev is None:
             by_id[eid] = ev
+            # _key, inlined for the common case: a known type with a plain float time
+            etype = ev.get("type")
+            spec = spec_of(etype) if type(etype) is str else None
+            if spec is not None:
+                t = ev.get(spec[1])
+                if type(t) is float and -inf < t < inf:
+                    append((t, spec[0], eid, ev))
+                    continue
             k = _key(ev, eid)
             if type(k) is tuple:
-                keyed.append(k)
+                append(k)
             else:
                 set_aside[eid] = k
         elif prev is not ev and prev != ev:
