@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-from backend.alerts.delivery import AlertMessage, rfc3339
+from backend.alerts.delivery import AlertMessage
 from backend.alerts.slos import SloSpec, format_duration
+from backend.timefmt import rfc3339
 
 INDICATOR_WORDS = {
     "gpu_time_share": "share of wall GPU-time",
@@ -171,7 +172,7 @@ def build_message(
         "value": format_value(slo, evaluation.value),
         "objective": describe_objective(slo),
         "window": format_duration(slo.window_s),
-        "since": rfc3339(since),
+        "since": rfc3339(since) or "",
         "dashboard": link,
     }
     if evaluation.models:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parsedate_to_datetime
 from typing import Any, Literal
 
 import httpx
+
+from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +115,6 @@ class _Permanent(Exception):
     def __init__(self, message: str, status_code: int | None = None):
         super().__init__(message)
         self.status_code = status_code
-
-
-def rfc3339(ts: float) -> str:
-    """Epoch seconds as an RFC 3339 UTC string with milliseconds."""
-    return (
-        datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import OperationalError
@@ -41,9 +42,10 @@ from backend.alerts.models import (
     Silence,
     Slo,
 )
-from backend.alerts.slos import ChannelSpec, SloFile, SloSpec, load_slo_file
+from backend.alerts.slos import ChannelSpec, SloFile, SloSpec, format_duration, load_slo_file
 from backend.config import Settings
 from backend.db import Database, insert_for
+from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -862,3 +864,135 @@ def purge_deliveries(*, db_session: Session, older_than: float) -> int:
     """Drop delivery-log rows older than a time; returns how many."""
     res = db_session.execute(delete(Delivery).where(Delivery.at < older_than))
     return int(res.rowcount or 0)
+
+
+# ---- read documents (the REST answers and the owners page) ----------------------------------------
+
+
+def alert_doc(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, Any]:
+    """One alert instance as the API and the owners page show it (RFC 3339 times)."""
+    details = state.details or {}
+    return {
+        "fingerprint": state.fingerprint,
+        "slo": state.slo_name,
+        "owner": state.owner,
+        "component": state.component,
+        "model": state.model,
+        "severity": state.severity,
+        "state": state.state,
+        "value": state.value,
+        "objective": state.objective,
+        "labels": state.labels,
+        "breach_started_at": rfc3339(state.breach_started_at),
+        "fired_at": rfc3339(state.fired_at),
+        "resolved_at": rfc3339(state.resolved_at),
+        "last_evaluated_at": rfc3339(state.last_evaluated_at),
+        "episode": state.episode,
+        "notified": state.notified_firing,
+        "silenced": silenced,
+        "jobs": details.get("jobs", 0),
+        "models": details.get("models", []),
+        "job_drivers": details.get("job_drivers", []),
+        "acknowledged": bool(acks and acks[0].episode == state.episode),
+        "acknowledgements": [
+            {
+                "by": a.acknowledged_by,
+                "comment": a.comment,
+                "episode": a.episode,
+                "at": rfc3339(a.created_at),
+            }
+            for a in acks
+        ],
+    }
+
+
+def silence_doc(s: Silence, now: float) -> dict[str, Any]:
+    """One silence as the API and the owners page show it."""
+    return {
+        "id": s.id,
+        "matchers": {k: getattr(s, k) for k in ("owner", "component", "model") if getattr(s, k)},
+        "starts_at": rfc3339(s.starts_at),
+        "ends_at": rfc3339(s.ends_at),
+        "active": s.starts_at <= now < s.ends_at,
+        "comment": s.comment,
+        "created_by": s.created_by,
+        "created_at": rfc3339(s.created_at),
+    }
+
+
+def alert_docs(
+    *, db_session: Session, states: list[AlertState], now: float
+) -> list[dict[str, Any]]:
+    """Alert documents with their acknowledgements and whether a silence mutes them now."""
+    acks = acks_for(db_session=db_session, fingerprints=[s.fingerprint for s in states])
+    silences = list_silences(db_session=db_session, active_at=now)
+    return [
+        alert_doc(
+            s,
+            acks.get(s.fingerprint, []),
+            silenced_by(silences, dict(s.labels or {})) is not None,
+        )
+        for s in states
+    ]
+
+
+def slo_doc(spec: SloSpec) -> dict[str, Any]:
+    """One SLO as the API shows it: the spec plus its window in words."""
+    return {**spec.to_doc(), "window": format_duration(spec.window_s)}
+
+
+def owner_status(*, db_session: Session, owner: str, now: float, public_url: str) -> dict[str, Any]:
+    """An owner's SLOs with state, alerts, active silences, channels and recent deliveries."""
+    slos = list_slos(db_session=db_session, owner=owner)
+    states = list_alerts(db_session=db_session, owner=owner)
+    alerts = alert_docs(db_session=db_session, states=states, now=now)
+    by_slo: dict[str, list[dict[str, Any]]] = {}
+    for a in alerts:
+        by_slo.setdefault(a["slo"], []).append(a)
+    slo_rows = []
+    for spec in slos:
+        instances = by_slo.get(spec.name, [])
+        worst = next((i["state"] for i in instances if i["state"] == "firing"), None) or next(
+            (i["state"] for i in instances if i["state"] == "pending"), "ok"
+        )
+        slo_rows.append(
+            {
+                **slo_doc(spec),
+                "status": worst if spec.enabled else "disabled",
+                "instances": [
+                    {k: i[k] for k in ("fingerprint", "model", "state", "value", "fired_at")}
+                    for i in instances
+                ],
+            }
+        )
+    firing = [a for a in alerts if a["state"] in ("firing", "pending")]
+    channels = list_channels(db_session=db_session, owner=owner)
+    deliveries = list_deliveries(db_session=db_session, owner=owner, limit=50)
+    return {
+        "owner": owner,
+        "status": "firing"
+        if any(a["state"] == "firing" for a in firing)
+        else ("pending" if firing else "ok"),
+        "evaluated_at": rfc3339(max((s.last_evaluated_at for s in states), default=None)),
+        "slos": slo_rows,
+        "alerts": firing,
+        "silences": [
+            silence_doc(s, now)
+            for s in list_silences(db_session=db_session, active_at=now, owner=owner)
+        ],
+        "channels": [{"name": c.name, "kind": c.kind, "enabled": c.enabled} for c in channels],
+        "deliveries": [
+            {
+                "at": rfc3339(d.at),
+                "channel": d.channel,
+                "kind": d.kind,
+                "attempt": d.attempt,
+                "outcome": d.outcome,
+                "status_code": d.status_code,
+                "error": d.error,
+                "fingerprint": d.fingerprint,
+            }
+            for d in deliveries
+        ],
+        "dashboard": f"{public_url.rstrip('/')}/owners?{urlencode({'owner': owner})}",
+    }

@@ -9,8 +9,8 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from backend.alerts import service
-from backend.alerts.models import AckCreate, AlertState, SilenceCreate
-from backend.alerts.slos import ChannelSpec, SloSpec, format_duration, parse_duration
+from backend.alerts.models import AckCreate, SilenceCreate
+from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.timefmt import rfc3339
@@ -46,69 +46,7 @@ class SloRead(BaseModel):
 
 
 def _slo_read(spec: SloSpec) -> SloRead:
-    return SloRead(**spec.to_doc(), window=format_duration(spec.window_s))
-
-
-def _alert_read(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, Any]:
-    details = state.details or {}
-    return {
-        "fingerprint": state.fingerprint,
-        "slo": state.slo_name,
-        "owner": state.owner,
-        "component": state.component,
-        "model": state.model,
-        "severity": state.severity,
-        "state": state.state,
-        "value": state.value,
-        "objective": state.objective,
-        "labels": state.labels,
-        "breach_started_at": rfc3339(state.breach_started_at),
-        "fired_at": rfc3339(state.fired_at),
-        "resolved_at": rfc3339(state.resolved_at),
-        "last_evaluated_at": rfc3339(state.last_evaluated_at),
-        "episode": state.episode,
-        "notified": state.notified_firing,
-        "silenced": silenced,
-        "jobs": details.get("jobs", 0),
-        "models": details.get("models", []),
-        "job_drivers": details.get("job_drivers", []),
-        "acknowledged": bool(acks and acks[0].episode == state.episode),
-        "acknowledgements": [
-            {
-                "by": a.acknowledged_by,
-                "comment": a.comment,
-                "episode": a.episode,
-                "at": rfc3339(a.created_at),
-            }
-            for a in acks
-        ],
-    }
-
-
-def _silence_read(s: Any, now: float) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "matchers": {k: getattr(s, k) for k in ("owner", "component", "model") if getattr(s, k)},
-        "starts_at": rfc3339(s.starts_at),
-        "ends_at": rfc3339(s.ends_at),
-        "active": s.starts_at <= now < s.ends_at,
-        "comment": s.comment,
-        "created_by": s.created_by,
-        "created_at": rfc3339(s.created_at),
-    }
-
-
-def _alerts(db_session: Any, states: list[AlertState], now: float) -> list[dict[str, Any]]:
-    acks = service.acks_for(db_session=db_session, fingerprints=[s.fingerprint for s in states])
-    silences = service.list_silences(db_session=db_session, active_at=now)
-    return [
-        _alert_read(
-            s,
-            acks.get(s.fingerprint, []),
-            service.silenced_by(silences, dict(s.labels or {})) is not None,
-        )
-        for s in states
-    ]
+    return SloRead(**service.slo_doc(spec))
 
 
 @router.get("/slos", response_model=list[SloRead])
@@ -166,7 +104,7 @@ def get_alerts(
         slo=slo,
         limit=limit,
     )
-    return _alerts(db_session, states, time.time())
+    return service.alert_docs(db_session=db_session, states=states, now=time.time())
 
 
 @router.post("/alerts/{fingerprint}/ack", status_code=201)
@@ -201,7 +139,7 @@ def get_silences(
     rows = service.list_silences(
         db_session=db_session, active_at=now if active else None, owner=owner
     )
-    return [_silence_read(s, now) for s in rows]
+    return [service.silence_doc(s, now) for s in rows]
 
 
 @router.post("/silences", status_code=201)
@@ -230,7 +168,7 @@ def post_silence(body: SilenceCreate, db_session: SessionDep, _: AdminAccess) ->
     except ValueError as err:
         raise HTTPException(400, str(err)) from err
     db_session.commit()
-    return _silence_read(row, now)
+    return service.silence_doc(row, now)
 
 
 @router.delete("/silences/{silence_id}")
@@ -240,7 +178,7 @@ def delete_silence(silence_id: int, db_session: SessionDep, _: AdminAccess) -> d
         raise HTTPException(404, f"no silence {silence_id}")
     db_session.commit()
     rows = [s for s in service.list_silences(db_session=db_session) if s.id == silence_id]
-    return _silence_read(rows[0], time.time())
+    return service.silence_doc(rows[0], time.time())
 
 
 @router.put("/owners/{owner}/channels/{name}")
@@ -276,57 +214,6 @@ def owner_status(
     owner: str, db_session: SessionDep, settings: SettingsDep, _: ReadAccess
 ) -> dict[str, Any]:
     """An owner's SLOs with their current value and state, firing alerts, silences, deliveries."""
-    now = time.time()
-    slos = service.list_slos(db_session=db_session, owner=owner)
-    states = service.list_alerts(db_session=db_session, owner=owner)
-    alerts = _alerts(db_session, states, now)
-    by_slo: dict[str, list[dict[str, Any]]] = {}
-    for a in alerts:
-        by_slo.setdefault(a["slo"], []).append(a)
-    slo_rows = []
-    for spec in slos:
-        instances = by_slo.get(spec.name, [])
-        worst = next((i["state"] for i in instances if i["state"] == "firing"), None) or next(
-            (i["state"] for i in instances if i["state"] == "pending"), "ok"
-        )
-        slo_rows.append(
-            {
-                **_slo_read(spec).model_dump(),
-                "status": worst if spec.enabled else "disabled",
-                "instances": [
-                    {k: i[k] for k in ("fingerprint", "model", "state", "value", "fired_at")}
-                    for i in instances
-                ],
-            }
-        )
-    firing = [a for a in alerts if a["state"] in ("firing", "pending")]
-    channels = service.list_channels(db_session=db_session, owner=owner)
-    deliveries = service.list_deliveries(db_session=db_session, owner=owner, limit=50)
-    return {
-        "owner": owner,
-        "status": "firing"
-        if any(a["state"] == "firing" for a in firing)
-        else ("pending" if firing else "ok"),
-        "evaluated_at": rfc3339(max((s.last_evaluated_at for s in states), default=None)),
-        "slos": slo_rows,
-        "alerts": firing,
-        "silences": [
-            _silence_read(s, now)
-            for s in service.list_silences(db_session=db_session, active_at=now, owner=owner)
-        ],
-        "channels": [{"name": c.name, "kind": c.kind, "enabled": c.enabled} for c in channels],
-        "deliveries": [
-            {
-                "at": rfc3339(d.at),
-                "channel": d.channel,
-                "kind": d.kind,
-                "attempt": d.attempt,
-                "outcome": d.outcome,
-                "status_code": d.status_code,
-                "error": d.error,
-                "fingerprint": d.fingerprint,
-            }
-            for d in deliveries
-        ],
-        "dashboard": f"{settings.public_url.rstrip('/')}/owners?owner={owner}",
-    }
+    return service.owner_status(
+        db_session=db_session, owner=owner, now=time.time(), public_url=settings.public_url
+    )
