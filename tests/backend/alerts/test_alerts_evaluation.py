@@ -565,3 +565,29 @@ def test_every_delivery_attempt_is_logged_and_a_dead_channel_does_not_hold_the_o
     assert by_channel["gone"] == [("rejected", 404)]
     assert [o for o, _ in by_channel["dead"]] == ["retry", "retry", "gave_up"]
     assert len(http_receiver.on("/flaky")) == 3
+
+
+def test_hysteresis_holds_a_firing_alert_until_well_inside_the_objective(
+    database: Database, tmp_path: Path, http_receiver
+) -> None:
+    channels = {
+        "scheduler": [{"name": "hook", "kind": "webhook", "target": f"{http_receiver.url}/s"}]
+    }
+    # Objective 10%, hysteresis 0.2: it resolves only at 8% or below.
+    path = _slo_file(tmp_path, channels, hysteresis=0.2, **{"for": "0s"})
+    settings = _settings(database, tmp_path, path)
+    _healthy_fleet(database, T - 20 * 3600)
+    _regression(database, T + 600)
+    _pass(database, settings, T + 12_000)
+    assert _state(database, "sched_share").state == "firing"
+    # 26 more healthy jobs dilute the share to 9.0%: inside the objective, not by the margin.
+    _healthy_fleet(database, T - 60_000, n=26, prefix="d1")
+    _pass(database, settings, T + 12_100)
+    st = _state(database, "sched_share")
+    assert st.value == pytest.approx(100 * 192_000 / 2_131_200) and st.state == "firing"
+    # 14 more: 7.9%, past the margin.
+    _healthy_fleet(database, T - 59_000, n=14, prefix="d2")
+    _pass(database, settings, T + 12_200)
+    st = _state(database, "sched_share")
+    assert st.value == pytest.approx(100 * 225_600 / 2_843_520) and st.state == "resolved"
+    assert [r.body["status"] for r in http_receiver.wait_for("/s", 2)] == ["firing", "resolved"]
