@@ -54,10 +54,13 @@ def process_start_time() -> float | None:
         with open("/proc/self/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
         start_ticks = int(fields[19])
-        with open("/proc/stat", "rb") as fh:
-            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime"))
-        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        # Age from uptime (10 ms resolution), not /proc/stat's btime: that one is whole seconds
+        # and drifts from the wall clock, which put attempts up to a second before the last end.
+        age = max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+        return time.time() - age
+    except (OSError, ValueError, IndexError):
         return None
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +19,8 @@ from trainer_agent import Agent, detect_attempt, detect_rank
 from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, job_spool_dir
 from trainer_agent.transport import Response
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_agent(server: FakeIngest, tmp_path: Path, **kwargs: Any) -> Agent:
@@ -388,3 +392,17 @@ def test_a_broken_configuration_disables_the_agent_instead_of_raising(
     assert agent.enabled is False and agent.attempt == 0
     agent.step(cursor=1)
     assert agent.close(timeout=0.1)
+
+
+def test_process_start_time_is_close_to_the_interpreter_start() -> None:
+    from trainer_agent.agent import process_start_time
+
+    code = (
+        "import time; t = time.time(); from trainer_agent.agent import process_start_time; "
+        "print(process_start_time() - t)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert -3.0 < float(out.stdout) <= 0.02  # before the first statement, never after it
+    assert process_start_time() is not None

@@ -68,6 +68,8 @@ def test_dlrm_with_a_crash_and_a_sigterm(live: LiveServer, tmp_path: Path) -> No
     assert answer["wasted"]["replay"] > 0
     assert answer["effective_s"] > 0
     assert [a["attempt"] for a in answer["attempts"]] == [0, 1, 2]
+    # Each attempt starts (process start time) after the previous one ended.
+    assert not [w for w in answer["warnings"] if w["code"] == "overlapping_attempts"]
 
     compile_s: dict[int, float] = defaultdict(float)
     for iv in answer["intervals"]:
