@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from backend.db import Database
     from backend.demo.loader import LoadReport
 
-DEFAULT_MODELS = 40
+DEFAULT_MODELS = 30
 FULL_MODELS = 520
 DEFAULT_DAYS = 182.0
 
@@ -82,8 +82,17 @@ def demo(
 
     migrate.upgrade(settings.database_url)
     database = Database(settings.database_url)
-    if _database_is_empty(database):
-        typer.echo(f"loading the demo fleet ({what}) into {settings.database_url}")
+    db_url = settings.database_url
+    state = live_feed.read_state(settings.home, db_url)
+    resume = state is not None and not state[1]
+    if resume or _database_is_empty(database):
+        if state is not None and resume:
+            # Sending the same fleet again is safe: ingest drops event ids it already holds.
+            spec = state[0]
+            typer.echo(f"resuming the interrupted demo load into {db_url}")
+        else:
+            typer.echo(f"loading the demo fleet ({what}) into {db_url}")
+        live_feed.save_spec(settings.home, spec, database_url=db_url, complete=False)
         report = loader.load_in_process(
             database,
             settings,
@@ -91,15 +100,16 @@ def demo(
             total_events=fleet.count_events(spec),
             now=spec.now,
         )
-        live_feed.save_spec(settings.home, spec)
+        live_feed.save_spec(settings.home, spec, database_url=db_url, complete=True)
         _summary(report)
     else:
         typer.echo(
-            f"{settings.database_url} already holds events: serving them as they are "
+            f"{db_url} already holds events: serving them as they are "
             "(point ETT_DATABASE_URL or ETT_HOME elsewhere for a fresh demo fleet)"
         )
-        spec = live_feed.read_spec(settings.home) or spec
-        live = live and live_feed.read_spec(settings.home) is not None
+        live = live and state is not None
+        if state is not None:
+            spec = state[0]
     if not serve:
         database.dispose()
         return

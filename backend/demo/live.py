@@ -23,21 +23,33 @@ log = logging.getLogger("ett.demo")
 SPEC_FILE = "demo-fleet.json"
 
 
-def save_spec(home: Path, spec: FleetSpec) -> Path:
-    """Remember which fleet the database holds, so a later `ett demo` can keep it alive."""
+def save_spec(
+    home: Path, spec: FleetSpec, *, database_url: str = "", complete: bool = True
+) -> Path:
+    """Remember which fleet a database holds (and whether its load finished)."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / SPEC_FILE
-    path.write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    state = {"spec": asdict(spec), "database_url": database_url, "complete": complete}
+    path.write_text(json.dumps(state, indent=2) + "\n")
     return path
 
 
-def read_spec(home: Path) -> FleetSpec | None:
-    """The fleet a previous `ett demo` loaded, if it left its description behind."""
+def read_state(home: Path, database_url: str = "") -> tuple[FleetSpec, bool] | None:
+    """The fleet a previous `ett demo` loaded into this database, and whether it finished."""
     path = home / SPEC_FILE
     try:
-        return FleetSpec(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        state = json.loads(path.read_text())
+        if state["database_url"] != database_url:
+            return None
+        return FleetSpec(**state["spec"]), bool(state["complete"])
+    except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def read_spec(home: Path, database_url: str = "") -> FleetSpec | None:
+    """The fleet a previous `ett demo` loaded into this database, if it left a description."""
+    state = read_state(home, database_url)
+    return state[0] if state else None
 
 
 class LiveFeed(threading.Thread):

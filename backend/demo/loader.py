@@ -85,7 +85,12 @@ def load_in_process(
             bar.update(len(batch))
     report.ingest_s = time.perf_counter() - started
     if recompute:
+        from backend.ett.service import dirty_job_ids
+
         started = time.perf_counter()
+        # Jobs an interrupted earlier load stored but never accounted are still marked dirty.
+        with database.session() as s:
+            touched.update(dirty_job_ids(db_session=s))
         report.jobs = recompute_jobs(
             database, settings, sorted(touched), now=now, progress=progress
         )

@@ -14,6 +14,8 @@ from backend.cli import app
 from backend.config import get_settings
 from backend.db import Database
 from backend.demo.live import read_spec
+from backend.ett.models import JobResult
+from backend.jobs.models import Job
 from ingest.models import RawEvent
 
 
@@ -44,13 +46,42 @@ def test_demo_loads_an_empty_database_once(ett_home: Path):
     stored = stored_events(ett_home)
     assert stored > 500
     assert f"sent {stored:,} events: {stored:,} stored" in first.output
-    spec = read_spec(ett_home)
+    spec = read_spec(ett_home, f"sqlite:///{ett_home / 'ett.db'}")
     assert spec is not None and (spec.seed, spec.models, spec.days) == (5, 3, 4.0)
 
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
     assert "already holds events" in again.output
     assert stored_events(ett_home) == stored
+
+
+def test_an_interrupted_load_resumes(ett_home: Path, monkeypatch: pytest.MonkeyPatch):
+    from backend.demo import loader
+
+    real = loader.recompute_jobs
+
+    def crash(*args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+    args = ["demo", "--models", "2", "--days", "3", "--no-serve"]
+    monkeypatch.setattr(loader, "recompute_jobs", crash)
+    interrupted = CliRunner().invoke(app, args)
+    assert interrupted.exit_code != 0
+    stored = stored_events(ett_home)
+    assert stored > 0
+    monkeypatch.setattr(loader, "recompute_jobs", real)
+    resumed = CliRunner().invoke(app, args)
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming" in resumed.output
+    assert f"0 stored, {stored:,} duplicates" in resumed.output
+    db = Database(f"sqlite:///{ett_home / 'ett.db'}")
+    try:
+        with db.session() as s:
+            jobs = s.scalar(select(func.count(JobResult.job_id)))
+            dirty = s.scalar(select(func.count(Job.job_id)).where(Job.dirty.is_(True)))
+    finally:
+        db.dispose()
+    assert jobs and not dirty
 
 
 def test_demo_serves_with_the_live_feed(ett_home: Path, monkeypatch: pytest.MonkeyPatch):

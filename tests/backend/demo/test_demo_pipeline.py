@@ -116,4 +116,5 @@ def test_live_feed_sends_what_became_due_once(database, tmp_path):
     assert feed.tick(now) == 0  # nothing new at the same instant
     assert count(database, RawEvent.event_id) == len(loaded) + first
     assert feed.pending_jobs <= pending
-    assert read_spec(save_spec(tmp_path, spec).parent) == spec
+    assert read_spec(save_spec(tmp_path, spec, database_url="x").parent, "x") == spec
+    assert read_spec(tmp_path, "another database") is None
