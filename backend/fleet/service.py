@@ -33,6 +33,7 @@ from backend.fleet.models import (
 )
 from backend.jobs.models import Job, Model
 from backend.owners import service as owners_service
+from backend.owners.mapping import Resolver
 
 EFFECTIVE = "effective_training"
 LOST_BY = ("component", "phase", "owner", "system")
@@ -360,11 +361,20 @@ def fleet_ett(
         models=models,
         labels=labels,
     )
+    return series_from_rows(
+        [(day, comp, gpu) for day, comp, _wall, gpu in rows], start=start, end=end, bucket=bucket
+    )
+
+
+def series_from_rows(
+    rows: Iterable[tuple[float, str, float]], *, start: float, end: float, bucket: str
+) -> dict[str, Any]:
+    """The fleet_ett answer from (day, component, GPU-seconds) rows; pure."""
     per: dict[float, dict[str, float]] = {
         b: _empty_components() for b in bucket_starts(start, end, bucket)
     }
     total = _empty_components()
-    for day, comp, _wall, gpu in rows:
+    for day, comp, gpu in rows:
         b = bucket_start(day, bucket)
         comps = per.setdefault(b, _empty_components())
         comps[comp] = comps.get(comp, 0.0) + gpu
@@ -416,8 +426,15 @@ def lost_gpu_hours(
         labels=labels,
     )
     res = owners_service.resolver(db_session=db_session, settings=settings)
+    return lost_from_rows([(c, p, gpu) for c, p, _wall, gpu in rows], by=by, resolver=res)
+
+
+def lost_from_rows(
+    rows: Iterable[tuple[str, str | None, float]], *, by: str, resolver: Resolver
+) -> list[dict[str, Any]]:
+    """The lost_gpu_hours answer from (component, phase, GPU-seconds) rows; pure."""
     groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for comp, phase, _wall, gpu in rows:
+    for comp, phase, gpu in rows:
         if comp == EFFECTIVE:
             continue
         ph = phase or None
@@ -426,9 +443,9 @@ def lost_gpu_hours(
         elif by == "phase":
             key = ph or comp
         elif by == "owner":
-            key = res.owner(comp, ph)
+            key = resolver.owner(comp, ph)
         else:
-            key = res.system(comp, ph)
+            key = resolver.system(comp, ph)
         groups[key][comp] += gpu
     total = sum(sum(c.values()) for c in groups.values())
     out = []

@@ -12,8 +12,10 @@ from backend.config import Settings
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobResult
 from backend.fleet import service as fleet
+from backend.fleet.days import day_start
 from backend.fleet.models import FleetFailure
 from backend.jobs.models import Model
+from backend.owners import service as owners_service
 
 EFFECTIVE = "effective_training"
 SORTS = ("lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name")
@@ -73,7 +75,8 @@ def list_models(
     names = [m.name for m in models]
     span = end - start
     now = _per_model(db_session, start, end, names)
-    before = _per_model(db_session, start - span, start, names)
+    # The previous window ends where the current one's first UTC day begins (no day twice).
+    before = _per_model(db_session, start - span, day_start(start), names)
     jobs = dict(
         db_session.execute(
             select(JobResult.model, func.count())
@@ -121,14 +124,31 @@ def model_page(
     row = db_session.get(Model, model)
     if row is None:
         raise LookupError(f"unknown model {model!r}")
-    span = end - start
-    now = _per_model(db_session, start, end, [model]).get(model, {})
-    before = _per_model(db_session, start - span, start, [model]).get(model)
-    series = fleet.fleet_ett(
-        db_session=db_session, start=start, end=end, bucket=bucket, model=model
+    # One read of the model's rollup rows over both windows serves every number below.
+    cut = day_start(start)
+    rows = fleet.gpu_rows(
+        db_session=db_session,
+        start=start - (end - start),
+        end=end,
+        group=("day", "component", "phase"),
+        models=[model],
     )
-    by_owner = fleet.lost_gpu_hours(
-        db_session=db_session, settings=settings, start=start, end=end, by="owner", model=model
+    now: dict[str, float] = defaultdict(float)
+    before: dict[str, float] = defaultdict(float)
+    current = []
+    for day, comp, phase, _wall, gpu in rows:
+        if day >= cut:
+            now[comp] += gpu
+            current.append((day, comp, phase, gpu))
+        else:
+            before[comp] += gpu
+    series = fleet.series_from_rows(
+        [(d, c, g) for d, c, _p, g in current], start=start, end=end, bucket=bucket
+    )
+    by_owner = fleet.lost_from_rows(
+        [(c, p, g) for _d, c, p, g in current],
+        by="owner",
+        resolver=owners_service.resolver(db_session=db_session, settings=settings),
     )
     kinds = dict.fromkeys(FAILURE_KINDS, 0)
     for kind, n in db_session.execute(
@@ -180,7 +200,7 @@ def model_page(
         "labels": row.labels or {},
         "start": start,
         "end": end,
-        **_headline(now, before),
+        **_headline(dict(now), dict(before) if before else None),
         "components_gpu_h": series["total"]["components_gpu_h"],
         "lost_by_owner": by_owner,
         "nof_by_kind": kinds,
