@@ -184,9 +184,11 @@ def register_filter_callback(prefix: str) -> None:
             "model": model or "",
             "owner": owner or "",
             "label": (label or "").strip(),
-            "bucket": bucket if bucket and bucket != "day" else "",
             **extra,
         }
+        # Name the bucket only when it is not the one the range gets by default.
+        if bucket and bucket != Filters.from_query(query).default_bucket:
+            query["bucket"] = bucket
         return f"{path}?{urlencode({k: v for k, v in query.items() if v})}"
 
 

@@ -111,9 +111,13 @@ def critical_path(job_id: str) -> dict[str, Any] | None:
 
 
 def jobs_frame(
-    filters: Filters, *, model: str | None = None, limit: int = MAX_JOBS
+    filters: Filters,
+    *,
+    model: str | None = None,
+    limit: int = MAX_JOBS,
+    sort: str = "-submitted_at",
 ) -> pd.DataFrame:
-    """Jobs whose wall time meets the range (GET /api/v1/jobs), newest first."""
+    """Jobs whose wall time meets the range (GET /api/v1/jobs), newest first by default."""
     with session() as s:
         rows, _total = ett_service.list_jobs(
             db_session=s,
@@ -122,7 +126,7 @@ def jobs_frame(
             labels=_labels(filters),
             start=filters.start_ts,
             end=filters.end_ts,
-            sort="-submitted_at",
+            sort=sort,
             limit=limit,
         )
     columns = [

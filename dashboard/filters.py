@@ -9,6 +9,8 @@ from urllib.parse import urlencode
 
 DEFAULT_DAYS = 180
 BUCKETS = ("day", "week")
+# Past two months a bar per day is too thin to read: ranges this long default to weeks.
+WEEKLY_AFTER_DAYS = 62
 
 
 def _parse_date(value: Any) -> date | None:
@@ -48,7 +50,8 @@ class Filters:
         start = _parse_date(query.get("start")) or end - timedelta(days=DEFAULT_DAYS - 1)
         if start > end:
             start, end = end, start
-        bucket = query.get("bucket") if query.get("bucket") in BUCKETS else "day"
+        auto = "week" if (end - start).days >= WEEKLY_AFTER_DAYS else "day"
+        bucket = query.get("bucket") if query.get("bucket") in BUCKETS else auto
         known = {"start", "end", "model", "owner", "label", "bucket"}
         extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
         return cls(
@@ -72,6 +75,11 @@ class Filters:
         return self.start_ts + ((self.end - self.start).days + 1) * 86400.0
 
     @property
+    def default_bucket(self) -> str:
+        """The bucket a range of this length gets when the URL names none."""
+        return "week" if (self.end - self.start).days >= WEEKLY_AFTER_DAYS else "day"
+
+    @property
     def label_text(self) -> str | None:
         """The label filter as `key=value`."""
         return f"{self.label[0]}={self.label[1]}" if self.label else None
@@ -85,7 +93,7 @@ class Filters:
             out["owner"] = self.owner
         if self.label_text:
             out["label"] = self.label_text
-        if self.bucket != "day":
+        if self.bucket != self.default_bucket:
             out["bucket"] = self.bucket
         out.update(self.extra)
         for key, value in overrides.items():

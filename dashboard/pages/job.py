@@ -31,6 +31,8 @@ PREFIX = "job"
 LIVE_REFRESH_MS = 15_000
 # Past a few attempts the init paths repeat each other; the first ones tell the story.
 MAX_PATHS = 3
+# The job list sends at most this many rows to the browser.
+MAX_LISTED = 1_000
 
 
 def fmt_minutes(seconds: float | None) -> str:
@@ -276,21 +278,32 @@ def warnings_block(result: dict[str, Any]) -> html.Div:
 
 
 def job_list(filters: Filters) -> html.Div:
-    """No job chosen: the jobs in range, worst ETT% first, searchable."""
-    frame = data.jobs_frame(filters)
+    """No job chosen: the jobs in range that lost the most GPU-hours, searchable."""
+    frame = data.jobs_frame(filters, sort="-gpu_hours_lost", limit=MAX_LISTED)
     if frame.empty:
         return empty_state("job-empty", "No jobs in this range yet", NO_DATA_HINT)
+    base = filters.with_(model=None)
     rows = [
         {
-            "job": md_link(r.job_id, filters.href("/job", job_id=r.job_id, model=None)),
-            "model": r.model or "",
-            "status": ("running" if r.provisional else r.status) or "",
-            "ett_pct": r.ett_pct,
-            "gpu_hours_lost": r.gpu_hours_lost,
-            "nof": r.nof,
+            "job": md_link(job_id, base.href("/job", job_id=job_id)),
+            "model": model or "",
+            "status": ("running" if provisional else status) or "",
+            "ett_pct": ett,
+            "gpu_hours_lost": lost,
+            "nof": nof,
         }
-        for r in frame.itertuples()
+        for job_id, model, provisional, status, ett, lost, nof in zip(
+            frame["job_id"],
+            frame["model"],
+            frame["provisional"],
+            frame["status"],
+            frame["ett_pct"],
+            frame["gpu_hours_lost"],
+            frame["nof"],
+            strict=True,
+        )
     ]
+    more = " (the first ones by GPU-hours lost: narrow the filters to see others)"
     return section(
         "Jobs",
         table(
@@ -304,10 +317,12 @@ def job_list(filters: Filters) -> html.Div:
                 num_col("gpu_hours_lost", "GPU-h lost"),
                 num_col("nof", "NoF", 0),
             ],
-            sort_by=[{"column_id": "ett_pct", "direction": "asc"}],
+            sort_by=[{"column_id": "gpu_hours_lost", "direction": "desc"}],
             filterable=True,
         ),
-        note=f"{len(frame)} jobs submitted in the range; pick one to see its timeline.",
+        note=f"{len(frame)} jobs in the range{more if len(frame) >= MAX_LISTED else ''}, "
+        "most GPU-hours lost first; type in a column's search cell to filter, pick one to see "
+        "its timeline.",
     )
 
 

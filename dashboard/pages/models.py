@@ -69,10 +69,11 @@ def model_list(filters: Filters) -> Any:
 
 def jobs_table(jobs: list[dict[str, Any]], filters: Filters) -> Any:
     """The model's jobs: ETT%, TTS, NoF, recovery, GPU-hours lost; sortable."""
+    submitted = data.to_datetime([j["submitted_at"] for j in jobs]).dt.strftime("%Y-%m-%d %H:%M")
     rows = [
         {
             "job": md_link(j["job_id"], filters.href("/job", job_id=j["job_id"], model=None)),
-            "submitted": data.to_datetime([j["submitted_at"]]).iloc[0].strftime("%Y-%m-%d %H:%M"),
+            "submitted": when,
             "status": "running" if j["provisional"] else (j["status"] or ""),
             "gpus": j["gpus"],
             "ett_pct": j["ett_pct"],
@@ -81,7 +82,7 @@ def jobs_table(jobs: list[dict[str, Any]], filters: Filters) -> Any:
             "recovery_min": j["recovery_s"] / 60.0,
             "gpu_hours_lost": j["gpu_hours_lost"],
         }
-        for j in jobs
+        for j, when in zip(jobs, submitted, strict=True)
     ]
     return table(
         "model-jobs-table",

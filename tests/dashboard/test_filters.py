@@ -10,12 +10,21 @@ from dashboard.filters import DEFAULT_DAYS, Filters
 TODAY = date(2026, 5, 20)
 
 
-def test_defaults_are_the_last_180_days_by_day() -> None:
+def test_defaults_are_the_last_180_days_by_week() -> None:
     f = Filters.from_query({}, today=TODAY)
     assert f.end == TODAY
     assert (f.end - f.start).days == DEFAULT_DAYS - 1
-    assert f.bucket == "day" and f.model is None and f.label is None
+    assert f.bucket == "week" and f.model is None and f.label is None
     assert f.end_ts - f.start_ts == DEFAULT_DAYS * 86400.0
+
+
+def test_short_ranges_default_to_days_and_only_a_chosen_bucket_is_written() -> None:
+    short = Filters.from_query({"start": "2026-05-01", "end": "2026-05-14"}, today=TODAY)
+    assert short.bucket == "day" and "bucket" not in short.query()
+    weekly = Filters.from_query(
+        {"start": "2026-05-01", "end": "2026-05-14", "bucket": "week"}, today=TODAY
+    )
+    assert weekly.query()["bucket"] == "week"
 
 
 def test_a_link_reproduces_the_filters() -> None:
@@ -44,7 +53,7 @@ def test_bad_values_fall_back_instead_of_failing() -> None:
         {"start": "not-a-date", "end": "2026-02-30", "bucket": "hour", "label": "novalue"},
         today=TODAY,
     )
-    assert f.end == TODAY and f.bucket == "day" and f.label is None
+    assert f.end == TODAY and f.bucket == "week" and f.label is None
     swapped = Filters.from_query({"start": "2026-05-10", "end": "2026-05-01"}, today=TODAY)
     assert swapped.start == date(2026, 5, 1) and swapped.end == date(2026, 5, 10)
 
