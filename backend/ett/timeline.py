@@ -195,7 +195,10 @@ def _num(value: Any) -> float | None:
     if tv is float:
         return value if math.isfinite(value) else None
     if tv is int:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     return None
 
 
@@ -203,8 +206,30 @@ def _canonical(event: Mapping[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, default=str)
 
 
+def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None, tuple[str, ...]]:
+    """A progress event as a Window (None when set aside) and the warning codes it earns."""
+    a = ev.get("attempt")
+    end = _num(ev.get("end"))
+    if type(a) is not int or a < 0 or end is None:
+        return None, ("invalid_event",)
+    if end < t:
+        return None, ("end_before_start",)
+    cs = _num(ev.get("cursor_start"))
+    ce = _num(ev.get("cursor_end"))
+    codes: tuple[str, ...] = ()
+    if cs is None or ce is None:
+        codes = ("cursor_missing",)
+        cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
+    elif ce < cs:
+        codes = ("cursor_backwards",)
+        ce = cs
+    return Window(t, end, a, cs, ce, eid), codes
+
+
 _TYPE_SPEC: dict[str, tuple[int, str]] = {t: (r, _TIME_FIELD[t]) for t, r in TYPE_RANK.items()}
-Keyed = tuple[float, int, str, Mapping[str, Any]]
+# (time, type rank, event_id, payload): the event dict, or for progress its parsed Window
+# (or the slow path's (Window | None, warning codes)), built while the dict is still in cache.
+Keyed = tuple[float, int, str, Any]
 
 
 def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
@@ -218,10 +243,14 @@ def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
         t = _num(t)
         if t is None:
             return "invalid_event"
+    if spec[0] == 4:
+        return (t, 4, eid, _progress(ev, eid, t))
     return (t, spec[0], eid, ev)
 
 
-def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]:
+def _dedupe_and_sort(
+    events: Iterable[Any], warnings: WarningLog
+) -> tuple[list[Keyed], dict[str, Mapping[str, Any]]]:
     """One event per event_id, sorted by (time, type rank, event_id): never by arrival order."""
     by_id: dict[str, Mapping[str, Any]] = {}
     keyed: list[Keyed] = []
@@ -247,7 +276,27 @@ def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]
             if spec is not None:
                 t = ev.get(spec[1])
                 if type(t) is float and -inf < t < inf:
-                    append((t, spec[0], eid, ev))
+                    rank = spec[0]
+                    if rank != 4:
+                        append((t, rank, eid, ev))
+                        continue
+                    # progress, the bulk of a job: clean windows skip the checking slow path
+                    a = ev.get("attempt")
+                    end = ev.get("end")
+                    cs = ev.get("cursor_start")
+                    ce = ev.get("cursor_end")
+                    if (
+                        type(a) is int
+                        and a >= 0
+                        and type(end) is float
+                        and t <= end < inf
+                        and type(cs) is float
+                        and type(ce) is float
+                        and -inf < cs <= ce < inf
+                    ):
+                        append((t, 4, eid, Window(t, end, a, cs, ce, eid)))
+                    else:
+                        append((t, 4, eid, _progress(ev, eid, t)))
                     continue
             k = _key(ev, eid)
             if type(k) is tuple:
@@ -270,13 +319,13 @@ def _dedupe_and_sort(events: Iterable[Any], warnings: WarningLog) -> list[Keyed]
                 set_aside[eid] = k
     for eid, code in set_aside.items():
         warnings.add(code, eid)
-    # event_ids are unique here, so tuple order never reaches the dicts themselves
+    # event_ids are unique here, so tuple order never reaches the payloads themselves
     keyed.sort()
-    return keyed
+    return keyed, by_id
 
 
 def _clipping_warnings(
-    keyed: list[tuple[float, int, str, Mapping[str, Any]]],
+    keyed: list[Keyed],
     windows: list[Window],
     spans: list[Span],
     checkpoints: list[Checkpoint],
@@ -307,7 +356,7 @@ def build_timeline(
 ) -> Timeline:
     """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
     warnings = WarningLog()
-    keyed = _dedupe_and_sort(events, warnings)
+    keyed, by_id = _dedupe_and_sort(events, warnings)
 
     submitted: Mapping[str, Any] | None = None
     submitted_at: float | None = None
@@ -326,11 +375,26 @@ def build_timeline(
     info = AttemptInfo(attempt=-1)
     cur_a = -1
 
-    inf = math.inf
+    for eid in (k[2] for k in keyed):
+        candidate = by_id[eid].get("job_id")
+        if type(candidate) is str:
+            job_id = candidate
+            break
+
     for t, rank, eid, ev in keyed:
-        if job_id is None and type(ev.get("job_id")) is str:
-            job_id = ev["job_id"]
-        if rank == 0 or rank == 9:
+        if rank == 4:  # progress: parsed while keying
+            if type(ev) is Window:
+                w = ev
+            else:
+                w, codes = ev
+                for code in codes:
+                    warnings.add(code, eid)
+                if w is None:
+                    continue
+            add_window(w)
+            a = w.attempt
+            end = w.end
+        elif rank == 0 or rank == 9:
             if rank == 0:
                 if submitted is None:
                     submitted, submitted_at = ev, t
@@ -341,35 +405,13 @@ def build_timeline(
                     warnings.add("multiple_job_ended", ended.get("event_id"), eid)
                 ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
             continue
-        a = ev.get("attempt")
-        if type(a) is not int or a < 0:
-            warnings.add("invalid_event", eid)
-            continue
-        end = t
-        if rank == 4:  # progress: the bulk of a job's events, so plain floats take a fast path
-            end = ev.get("end")
-            if type(end) is not float or not -inf < end < inf:
-                end = num(end)
-                if end is None:
-                    warnings.add("invalid_event", eid)
-                    continue
-            if end < t:
-                warnings.add("end_before_start", eid)
+        else:
+            a = ev.get("attempt")
+            if type(a) is not int or a < 0:
+                warnings.add("invalid_event", eid)
                 continue
-            cs = ev.get("cursor_start")
-            if type(cs) is not float or not -inf < cs < inf:
-                cs = num(cs)
-            ce = ev.get("cursor_end")
-            if type(ce) is not float or not -inf < ce < inf:
-                ce = num(ce)
-            if cs is None or ce is None:
-                warnings.add("cursor_missing", eid)
-                cs = ce = cs if cs is not None else (ce if ce is not None else 0.0)
-            elif ce < cs:
-                warnings.add("cursor_backwards", eid)
-                ce = cs
-            add_window(Window(t, end, a, cs, ce, eid))
-        elif rank == 6:  # heartbeat
+            end = t
+        if rank == 4 or rank == 6:  # progress (done above), heartbeat
             pass
         elif rank == 3 or rank == 2:  # phase, phase_started
             phase = ev.get("phase")

@@ -178,11 +178,23 @@ def test_garbage_never_raises():
         {"event_id": "g9", "type": "heartbeat", "attempt": 0, "ts": float("nan")},
         {"event_id": "g10", "type": "job_submitted", "ts": 1e308, "gpus": "many"},
         {"event_id": "g11", "type": "attempt_ended", "attempt": 0, "ts": -5},
+        {"event_id": "g12", "type": "heartbeat", "attempt": 0, "ts": 10**400},
+        {
+            "event_id": "g13",
+            "type": "progress",
+            "attempt": 0,
+            "start": 1.0,
+            "end": 2.0,
+            "cursor_start": 10**500,
+            "cursor_end": 1,
+        },
+        {"event_id": "g14", "type": ["list"], "ts": 1.0},
     ]
     r = run(j.events + garbage)
     found = codes(r)
     assert {"invalid_event", "unknown_type", "unknown_failure_kind"} <= set(found)
-    assert "g2" in found["invalid_event"] and "g1" in found["unknown_type"]
+    assert {"g2", "g12"} <= set(found["invalid_event"]) and "g1" in found["unknown_type"]
+    assert "g13" in found["cursor_missing"] and "g14" in found["unknown_type"]
 
 
 def test_job_ended_before_submission():
