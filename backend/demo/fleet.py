@@ -284,145 +284,68 @@ def plan_job(
 
 # --- The six benchmark models of Fig. 6 -----------------------------------------------------
 
-# name, gpus, owner, checkpoint interval (min), baseline knobs; E and F had no standalone
-# publishing when measured (§V-B), so their shutdown is the same in both jobs of the pair.
-_BENCH: tuple[tuple[str, int, str, float, dict[str, float], bool], ...] = (
-    (
-        "A",
-        8,
-        "ads-ranking",
-        30,
-        dict(
-            train_h=7.9,
-            compile_min=14,
-            queue_min=5,
-            requeue_min=16,
-            restore_min=6,
-            publish_min=30,
-            block_s=55,
-            init=1.0,
-            replay_min=(14, 20),
-        ),
-        True,
-    ),
-    (
-        "B",
-        24,
-        "feed-ranking",
-        30,
-        dict(
-            train_h=9.2,
-            compile_min=6,
-            queue_min=6,
-            requeue_min=4,
-            restore_min=2,
-            publish_min=26,
-            block_s=40,
-            init=0.7,
-            replay_min=(5, 6),
-        ),
-        True,
-    ),
-    (
-        "C",
-        64,
-        "search-ranking",
-        60,
-        dict(
-            train_h=7.6,
-            compile_min=16,
-            queue_min=6,
-            requeue_min=18,
-            restore_min=7,
-            publish_min=40,
-            block_s=100,
-            init=1.0,
-            replay_min=(18, 24),
-        ),
-        True,
-    ),
-    (
-        "D",
-        112,
-        "video-recs",
-        30,
-        dict(
-            train_h=7.3,
-            compile_min=12.8,
-            queue_min=5,
-            requeue_min=20,
-            restore_min=8,
-            publish_min=54,
-            block_s=70,
-            init=1.0,
-            replay_min=(16, 22),
-        ),
-        True,
-    ),
-    (
-        "E",
-        128,
-        "marketplace",
-        60,
-        dict(
-            train_h=8.2,
-            compile_min=24,
-            queue_min=6,
-            requeue_min=30,
-            restore_min=8,
-            publish_min=8,
-            block_s=110,
-            init=1.1,
-            replay_min=(12, 16),
-        ),
-        False,
-    ),
-    (
-        "F",
-        256,
-        "notifications",
-        30,
-        dict(
-            train_h=7.7,
-            compile_min=36,
-            queue_min=5,
-            requeue_min=34,
-            restore_min=10,
-            publish_min=3,
-            block_s=90,
-            init=1.3,
-            replay_min=(6, 8),
-        ),
-        False,
-    ),
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkModel:
+    """One of the paper's models A-F: its size and its costs before optimization."""
+
+    letter: str
+    gpus: int
+    owner: str
+    ckpt_interval_min: float
+    train_h: float
+    compile_min: float
+    queue_min: float
+    requeue_min: float
+    restore_min: float
+    publish_min: float
+    block_s: float
+    init_scale: float
+    # Minutes after the last save at which the two induced failures hit (the replay each costs).
+    replay_min: tuple[float, float]
+    # E and F had no standalone publishing when measured (§V-B): same shutdown in both jobs.
+    standalone_ready: bool
+
+
+_B = BenchmarkModel
+# fmt: off
+BENCHMARK_MODELS: tuple[BenchmarkModel, ...] = (
+    #   id  gpus  owner           ckpt train compile queue requeue restore publish block init replay
+    _B("A",   8, "ads-ranking",    30, 7.9, 14.0,  5,  16,  6, 30,  55, 1.0, (14, 20), True),
+    _B("B",  24, "feed-ranking",   30, 9.2,  6.0,  6,   4,  2, 26,  40, 0.7, (5, 6), True),
+    _B("C",  64, "search-ranking", 60, 7.6, 16.0,  6,  18,  7, 40, 100, 1.0, (18, 24), True),
+    _B("D", 112, "video-recs",     30, 7.3, 12.8,  5,  20,  8, 54,  70, 1.0, (16, 22), True),
+    _B("E", 128, "marketplace",    60, 8.2, 24.0,  6,  30,  8,  8, 110, 1.1, (12, 16), False),
+    _B("F", 256, "notifications",  30, 7.7, 36.0,  5,  34, 10,  3,  90, 1.3, (6, 8), False),
 )
+# fmt: on
 
 
 def benchmark_profiles() -> list[tuple[ModelProfile, tuple[float, float]]]:
-    """Models A-F with their two replay lengths (minutes after a save when each failure hits)."""
+    """Models A-F as profiles, with their two replay lengths in minutes."""
     out = []
-    for letter, gpus, owner, interval_min, k, ready in _BENCH:
+    for b in BENCHMARK_MODELS:
         profile = ModelProfile(
-            name=f"model-{letter.lower()}",
-            owner=owner,
-            gpus=gpus,
+            name=f"model-{b.letter.lower()}",
+            owner=b.owner,
+            gpus=b.gpus,
             cluster="cluster-east",
             platform="trainer-v2",
             tier="benchmark",
-            train_s=k["train_h"] * HOUR,
-            ckpt_interval_s=interval_min * MINUTE,
-            ckpt_block_s=k["block_s"],
-            compile_cold_s=k["compile_min"] * MINUTE,
-            init_scale=k["init"],
+            train_s=b.train_h * HOUR,
+            ckpt_interval_s=b.ckpt_interval_min * MINUTE,
+            ckpt_block_s=b.block_s,
+            compile_cold_s=b.compile_min * MINUTE,
+            init_scale=b.init_scale,
             dpp_s=240.0,
-            queue_s=k["queue_min"] * MINUTE,
-            requeue_s=k["requeue_min"] * MINUTE,
-            restore_s=k["restore_min"] * MINUTE,
-            publish_s=k["publish_min"] * MINUTE,
-            standalone_ready=ready,
+            queue_s=b.queue_min * MINUTE,
+            requeue_s=b.requeue_min * MINUTE,
+            restore_s=b.restore_min * MINUTE,
+            publish_s=b.publish_min * MINUTE,
+            standalone_ready=b.standalone_ready,
             jitter=0.03,
         )
-        out.append((profile, k["replay_min"]))
+        out.append((profile, b.replay_min))
     return out
 
 
