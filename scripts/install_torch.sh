@@ -6,4 +6,4 @@ PY=${1:-.venv/bin/python}
 "$PY" -m pip install -q torch==2.13.0
 "$PY" -m pip install -q fbgemm-gpu-cpu==1.8.0
 "$PY" -m pip install -q --no-deps torchrec==1.8.0
-"$PY" -m pip install -q iopath tensordict pyre-extensions typing-inspect
+"$PY" -m pip install -q "tensordict==0.15.3" "pyre-extensions==0.0.32" "typing-inspect==0.9.0"
