@@ -45,6 +45,27 @@ def load_fleet(database: Database, settings: Settings, models: int, days: float)
     return report.jobs
 
 
+def evaluate_alerts(database: Database, settings: Settings) -> None:
+    """What `ett serve`'s evaluator does: the shipped SLOs, one evaluation, plus one silence."""
+    from backend.alerts import service as alerts
+
+    alerts.evaluate_once(db=database, settings=settings, release=True)
+    now = time.time()
+    with database.session() as s:
+        if not alerts.list_silences(db_session=s):
+            alerts.create_silence(
+                db_session=s,
+                owner="publishing",
+                component=None,
+                model=None,
+                starts_at=now,
+                ends_at=now + 7 * 86400,
+                comment="standalone publishing rollout in progress",
+                created_by="bench",
+            )
+            s.commit()
+
+
 def pages(database: Database) -> list[tuple[str, str, int]]:
     """(name, path, charts drawn once loaded) for every page, on real ids from the fleet."""
     from sqlalchemy import func, select
@@ -135,6 +156,7 @@ def main() -> int:
         print(f"loaded {jobs} jobs in {time.perf_counter() - started:.0f} s")
     with database.session() as s:
         models = s.scalar(select(func.count(func.distinct(JobResult.model)))) or 0
+    evaluate_alerts(database, settings)
 
     app = create_app(settings, database=database, start_workers=False)
     rows = []

@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dash_table, dcc, html
 from dashboard.filters import Filters
 
 GRAPH_CONFIG = {"displaylogo": False}
+FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
 def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
@@ -214,8 +215,7 @@ def table(
         page_size=page_size,
         markdown_options={"link_target": "_self"},
         style_table={"overflowX": "auto"},
-        style_cell={"fontSize": 13, "padding": "4px 8px"},
-        style_data={"fontFamily": "inherit"},
+        style_cell={"fontSize": 13, "padding": "4px 8px", "fontFamily": FONT},
         css=[{"selector": ".dash-cell p", "rule": "margin: 0;"}],
         style_header={"fontWeight": "bold", "backgroundColor": "#f3f3f3"},
         style_cell_conditional=[{"if": {"type": "text"}, "textAlign": "left"}],

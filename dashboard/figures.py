@@ -286,7 +286,7 @@ def regressions(frame: pd.DataFrame, *, top_n: int = 10) -> go.Figure:
     )
     return _layout(
         fig,
-        "Models that regressed most (ETT% points, previous range → this range)",
+        "ETT% change from the range before (points)",
         xaxis={"title": "change in ETT% (points)"},
         yaxis={"automargin": True},
         showlegend=False,
@@ -461,17 +461,25 @@ def checkpoint_curve(
         line={"color": COMPONENT_COLORS["wasted_training"], "width": 3},
         hovertemplate="τ = %{x:.0f} min<br>WTT %{y:.2f}%<extra></extra>",
     )
-    for value, label, dash, color in (
-        (current_s, "current", "dash", "#333"),
-        (optimal_s, "optimal τ*", "solid", COMPONENT_COLORS["effective_training"]),
-    ):
-        if value:
-            fig.add_vline(
-                x=value / 60.0,
-                line={"dash": dash, "color": color},
-                annotation_text=f"{label} {value / 60.0:.0f} min",
-                annotation_position="top right" if label == "current" else "top left",
+    marks = sorted(
+        (
+            (value, label, dash, color)
+            for value, label, dash, color in (
+                (current_s, "current", "dash", "#333"),
+                (optimal_s, "optimal τ*", "solid", COMPONENT_COLORS["effective_training"]),
             )
+            if value
+        ),
+        key=lambda m: m[0],
+    )
+    for i, (value, label, dash, color) in enumerate(marks):
+        # The left mark writes its label to its left, the right one to its right: no overlap.
+        fig.add_vline(
+            x=value / 60.0,
+            line={"dash": dash, "color": color},
+            annotation_text=f"{label} {value / 60.0:.0f} min",
+            annotation_position="top left" if i == 0 and len(marks) > 1 else "top right",
+        )
     # Tiny intervals blow the save term up; keep the basin around the marks in view.
     marks = [v / 60.0 for v in (current_s, optimal_s) if v]
     right = 3.0 * max(marks) if marks else float(x.max())

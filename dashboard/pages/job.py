@@ -387,7 +387,13 @@ def layout(**query: Any) -> html.Div:
     """The job page for `?job_id=...`, or the list of jobs to pick from."""
     filters = Filters.from_query(query)
     job_id = filters.extra.get("job_id")
-    bar = filter_bar(PREFIX, filters.with_(extra={}), path="/job", show_model=False)
+    bar = filter_bar(
+        PREFIX,
+        filters.with_(extra={}),
+        path="/job",
+        models=data.model_names(),
+        owners=data.owner_names(),
+    )
     if not job_id:
         return html.Div([html.H1("Jobs"), bar, job_list(filters)])
     return html.Div(job_body(job_id, filters))
