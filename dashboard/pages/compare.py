@@ -15,6 +15,8 @@ from dashboard.components import (
     empty_state,
     filter_bar,
     graph,
+    link_col,
+    md_link,
     num_col,
     register_filter_callback,
     section,
@@ -46,6 +48,30 @@ def pairs_frame(pairs: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> pd.D
                 }
             )
     return pd.DataFrame(rows)
+
+
+def table_rows(pairs: pd.DataFrame, filters: Filters) -> list[dict[str, Any]]:
+    """The pairs table: each job links to its page, each pair to its own comparison."""
+    base = filters.with_(extra={})
+    jobs = dict(
+        zip(zip(pairs["pair"], pairs["variant"], strict=True), pairs["job_id"], strict=True)
+    )
+    rows = []
+    for r in pairs.to_dict("records"):
+        pair_href = base.href(
+            "/compare",
+            baseline=jobs.get((r["pair"], "baseline")),
+            optimized=jobs.get((r["pair"], "optimized")),
+        )
+        rows.append(
+            {
+                **r,
+                "pair": md_link(str(r["pair"]), pair_href),
+                "job": md_link(r["job_id"], base.href("/job", job_id=r["job_id"], model=None)),
+                **{f"{p}_min": r[f"{p}_s"] / 60.0 for p in figures.L1_PARTS},
+            }
+        )
+    return rows
 
 
 def _minutes(seconds: float | None) -> str:
@@ -183,13 +209,11 @@ def layout(**query: Any) -> html.Div:
                 "Pairs",
                 table(
                     "compare-table",
-                    pairs.assign(
-                        **{f"{p}_min": pairs[f"{p}_s"] / 60.0 for p in figures.L1_PARTS}
-                    ).to_dict("records"),
+                    table_rows(pairs, filters),
                     [
-                        {"id": "pair", "name": "pair"},
+                        link_col("pair", "pair"),
                         {"id": "variant", "name": "variant"},
-                        {"id": "job_id", "name": "job"},
+                        link_col("job", "job"),
                         num_col("ett_pct", "ETT%"),
                         *[
                             num_col(f"{p}_min", f"{figures.L1_LABELS[p]} (min)")

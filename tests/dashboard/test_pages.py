@@ -153,6 +153,8 @@ def test_compare_page_equals_the_rest_answer(
     assert _text(pair, "compare-saved") == f"{one['delta']['lost_s'] / 60.0:,.1f}"
     assert _text(pair, "compare-multiplier") == f"{one['restart_multiplier']:.1f}"
     assert find(missing, "compare-empty") is not None
+    first = find(page, "compare-table").data[0]
+    assert "/job?" in first["job"] and "baseline=model-a-baseline" in first["pair"]
 
 
 def test_owners_page_shows_lost_hours_and_slos(
