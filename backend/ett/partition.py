@@ -55,10 +55,19 @@ def checkpoint_layer(checkpoints: list[Checkpoint]) -> list[Piece]:
 def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
     """Rule 2: progress windows split into replay / effective by the cursor high-water mark."""
     out: list[Piece] = []
-    append = out.append
     prev_end = -math.inf
     prev_id: str | None = None
     hwm = -math.inf
+
+    def put(s: float, e: float, a: int, comp: str, kind: str | None) -> None:
+        # Back-to-back windows with the same label become one piece: fewer pieces downstream.
+        if out:
+            last = out[-1]
+            if last[1] == s and last[2] == a and last[3] == comp and last[4] == kind:
+                out[-1] = (last[0], e, a, comp, kind)
+                return
+        out.append((s, e, a, comp, kind))
+
     for w in windows:
         s, e, cs, ce, a = w.start, w.end, w.cursor_start, w.cursor_end, w.attempt
         if s < prev_end:
@@ -71,21 +80,21 @@ def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
         prev_id = w.event_id
         if ce <= cs:
             if e > s:
-                append((s, e, a, WASTED, "stalled"))
+                put(s, e, a, WASTED, "stalled")
             if cs > hwm:
                 hwm = cs
             continue
         if e > s:
             if hwm >= ce:
-                append((s, e, a, WASTED, "replay"))
+                put(s, e, a, WASTED, "replay")
             elif hwm <= cs:
-                append((s, e, a, EFFECTIVE, None))
+                put(s, e, a, EFFECTIVE, None)
             else:
                 cut = s + (hwm - cs) / (ce - cs) * (e - s)
                 if cut > s:
-                    append((s, cut, a, WASTED, "replay"))
+                    put(s, cut, a, WASTED, "replay")
                 if e > cut:
-                    append((cut, e, a, EFFECTIVE, None))
+                    put(cut, e, a, EFFECTIVE, None)
         if ce > hwm:  # a replayed window never lowers the mark
             hwm = ce
     return out

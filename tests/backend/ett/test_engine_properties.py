@@ -132,3 +132,63 @@ def test_permutation_and_duplication_change_nothing(events: list[dict[str, Any]]
         list(shuffled) + [copy.deepcopy(d) for d in dups], now=NOW, custom_phases=CUSTOM
     ).to_dict()
     assert again == base
+
+
+@st.composite
+def progress_only_job(draw: st.DrawFn) -> tuple[list[dict[str, Any]], float, float]:
+    """Back-to-back or gapped windows whose cursor never starts above the mark reached so far."""
+    events: list[dict[str, Any]] = [
+        {"event_id": "sub", "job_id": "j", "type": "job_submitted", "ts": 0.0},
+        {"event_id": "a0", "job_id": "j", "type": "attempt_started", "attempt": 0, "ts": 0.0},
+    ]
+    t = 0.0
+    mark: float | None = None
+    first = 0.0
+    for i in range(draw(st.integers(1, 12))):
+        t += draw(st.sampled_from([0.0, 0.0, 5.0]))
+        dur = draw(st.sampled_from([1.0, 4.0, 10.0]))
+        top = mark if mark is not None else float(draw(st.integers(0, 20)))
+        cs = float(draw(st.integers(0, int(top))))
+        ce = cs + float(draw(st.integers(0, 30)))
+        if mark is None:
+            first = cs
+        events.append(
+            {
+                "event_id": f"p{i}",
+                "job_id": "j",
+                "type": "progress",
+                "attempt": 0,
+                "start": t,
+                "end": t + dur,
+                "cursor_start": cs,
+                "cursor_end": ce,
+                "steps": 1,
+            }
+        )
+        mark = ce if mark is None else max(mark, ce)
+        t += dur
+    events.append({"event_id": "end", "job_id": "j", "type": "job_ended", "ts": t})
+    assert mark is not None
+    return events, first, mark
+
+
+@COMMON
+@given(progress_only_job())
+def test_effective_time_consumes_each_cursor_value_once(case: tuple[list[dict], float, float]):
+    """The cursor advance over effective instants is exactly the new data: mark - first cursor."""
+    events, first, mark = case
+    r = compute_job(events, now=NOW)
+    windows = [e for e in events if e["type"] == "progress"]
+    advance = 0.0
+    for iv in r.intervals:
+        if iv.component != "effective_training":
+            continue
+        for w in windows:
+            lo, hi = max(iv.start, w["start"]), min(iv.end, w["end"])
+            if hi > lo:
+                rate = (w["cursor_end"] - w["cursor_start"]) / (w["end"] - w["start"])
+                advance += rate * (hi - lo)
+    assert abs(advance - (mark - first)) <= 1e-6
+    in_loop = sum(w["end"] - w["start"] for w in windows)
+    spent = r.effective_s + r.wasted["replay"] + r.wasted["stalled"]
+    assert abs(spent - in_loop) <= 1e-6
