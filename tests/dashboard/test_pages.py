@@ -135,6 +135,24 @@ def test_job_page_equals_the_rest_answer(
     assert find(missing, "job-empty") is not None
 
 
+def test_a_running_job_grows_while_its_page_is_open(
+    post: Any, settings: Settings, database: Database
+) -> None:
+    import time
+
+    now = time.time()
+    events = _small_job(0, now + 3000.0)[:3]  # submitted ~70 min ago, still training, no end
+    events[2]["end"] = now - 60.0
+    assert post(events).json()["accepted"] == 3
+    with dashboard_request(settings, database):
+        page = job.layout(job_id="j000")
+        figure, ett = job._grow_live_job(1, "j000")
+    assert find(page, "job-live-interval").interval == job.LIVE_REFRESH_MS
+    assert "provisional: still running" in str(page)
+    assert any(s.line.dash == "dash" for s in figure.layout.shapes)  # the "now" line
+    assert ett == _text(page, "job-ett")
+
+
 def test_compare_page_equals_the_rest_answer(
     api: TestClient, seeded: Settings, database: Database
 ) -> None:
@@ -219,3 +237,46 @@ def test_dashboard_and_api_share_one_port(settings: Settings, database: Database
         assert index.status_code == 200 and "_dash-renderer" in index.text
         layout = c.get("/_dash-layout")
         assert layout.status_code == 200 and "shell-nav-fleet" in layout.text
+
+
+def _small_job(i: int, now: float) -> list[dict[str, Any]]:
+    """One finished 1-hour job of model m<i>: 10 min of start-up, 50 min of training."""
+    job_id, t0 = f"j{i:03d}", now - 7200.0 - i
+    return [
+        {"event_id": f"{job_id}-s", "job_id": job_id, "type": "job_submitted", "ts": t0,
+         "model": f"m{i:03d}", "gpus": 8, "labels": {"owner": f"team{i % 25}"}},
+        {"event_id": f"{job_id}-a", "job_id": job_id, "type": "attempt_started", "attempt": 0,
+         "ts": t0 + 300.0},
+        {"event_id": f"{job_id}-p", "job_id": job_id, "type": "progress", "attempt": 0,
+         "start": t0 + 600.0, "end": t0 + 3600.0, "cursor_start": 0, "cursor_end": 1000 + i,
+         "steps": 100},
+        {"event_id": f"{job_id}-e", "job_id": job_id, "type": "attempt_ended", "attempt": 0,
+         "ts": t0 + 3600.0, "reason": "completed"},
+        {"event_id": f"{job_id}-x", "job_id": job_id, "type": "job_ended", "ts": t0 + 3600.0,
+         "status": "succeeded"},
+    ]  # fmt: skip
+
+
+def test_pages_stay_readable_with_500_models(
+    post: Any, settings: Settings, database: Database
+) -> None:
+    import time
+
+    now = time.time()
+    events = [e for i in range(520) for e in _small_job(i, now)]
+    answer = post(events)
+    assert answer.status_code == 200 and answer.json()["accepted"] == len(events)
+    with dashboard_request(settings, database):
+        page = fleet.layout()
+        listing = models.layout()
+    assert len(find(page, "fleet-filter-model").options) == 520
+    assert find(page, "fleet-filter-model").searchable
+    top = find(page, "fleet-top-models-graph").figure
+    assert len(top.data[0].y) == 10
+    owners_fig = find(page, "fleet-lost-owner-graph").figure
+    assert all(len(t.y) <= 13 for t in owners_fig.data)  # top teams plus "other"
+    for graph_id in ("fleet-lost-component-graph", "fleet-nof-graph"):
+        assert len(find(page, graph_id).figure.data) <= 10  # legends stay short
+    table = find(listing, "model-list-table")
+    assert len(table.data) == 520 and table.page_size == 25
+    assert table.filter_action == "native"
