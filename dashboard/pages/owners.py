@@ -39,7 +39,13 @@ def layout(**query: Any) -> html.Div:
     held = view.owner_components
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
     alerts = data.alerts_view(filters.owner, time.time())
-    body: list[Any] = [html.H1("Owners" if not filters.owner else f"Owner {filters.owner}"), bar]
+    # An alert's link names its component: narrow the tables to it.
+    component = filters.extra.get("component")
+    if component:
+        held_shown = held_shown[held_shown["component"] == component]
+        alerts["alerts"] = [a for a in alerts["alerts"] if a["component"] == component]
+    title = "Owners" if not filters.owner else f"Owner {filters.owner}"
+    body: list[Any] = [html.H1(title + (f" · {component}" if component else "")), bar]
     if held.empty:
         body.append(
             empty_state("owners-empty", "No lost GPU-hours in this range yet", NO_DATA_HINT)

@@ -200,11 +200,14 @@ def test_owners_page_shows_lost_hours_and_slos(
     with dashboard_request(seeded, database):
         page = owners.layout(start=start, end=end)
         one = owners.layout(start=start, end=end, owner="compiler")
+        alert_link = owners.layout(owner="checkpoint", component="wasted_training")
     graph = find(page, "owners-lost-graph").figure
     assert sum(sum(t.x) for t in graph.data) == pytest.approx(lost["total_gpu_h"], rel=1e-6)
     assert [r["name"] for r in find(page, "owners-slos-table").data] == ["compile-share"]
     owners_shown = {r["owner"] for r in find(one, "owners-components-table").data}
     assert owners_shown == {"compiler"}
+    narrowed = find(alert_link, "owners-components-table").data
+    assert [(r["owner"], r["component"]) for r in narrowed] == [("checkpoint", "Wasted training")]
 
 
 def test_every_page_says_what_to_do_on_an_empty_database(
