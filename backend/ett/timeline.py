@@ -44,12 +44,16 @@ _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
 # A phase_started is closed by a `phase` of the same attempt and name starting this close to it.
 _MATCH_TOLERANCE_S = 1e-3
 
+# Epoch seconds beyond this (year 5138) or below 0 are not times: floats lose the millisecond there.
+MAX_TIME = 1e11
+
 # A warning names at most this many event ids (its `count` says how many it touched).
 MAX_WARNING_IDS = 1000
 
 WARNING_RULES: dict[str, str] = {
     "invalid_event": "event set aside: a required field is missing or has the wrong type",
     "unknown_type": "event set aside: unknown event type",
+    "time_out_of_range": "event set aside: its time is negative or beyond 1e11 epoch seconds",
     "conflicting_duplicate": "several events share an event_id with different contents; the one with the smallest canonical JSON was kept",
     "no_job_submitted": "no job_submitted event: submission taken as the earliest event time",
     "multiple_job_submitted": "several job_submitted events: the earliest was kept",
@@ -202,6 +206,12 @@ def _num(value: Any) -> float | None:
     return None
 
 
+def _time(value: Any) -> float | None:
+    """An epoch time in [0, MAX_TIME] seconds, else None."""
+    t = _num(value)
+    return t if t is not None and 0.0 <= t <= MAX_TIME else None
+
+
 def _canonical(event: Mapping[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, default=str)
 
@@ -209,7 +219,7 @@ def _canonical(event: Mapping[str, Any]) -> str:
 def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None, tuple[str, ...]]:
     """A progress event as a Window (None when set aside) and the warning codes it earns."""
     a = ev.get("attempt")
-    end = _num(ev.get("end"))
+    end = _time(ev.get("end"))
     if type(a) is not int or a < 0 or end is None:
         return None, ("invalid_event",)
     if end < t:
@@ -243,6 +253,8 @@ def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
         t = _num(t)
         if t is None:
             return "invalid_event"
+    if not 0.0 <= t <= MAX_TIME:
+        return "time_out_of_range"
     if spec[0] == 4:
         return (t, 4, eid, _progress(ev, eid, t))
     return (t, spec[0], eid, ev)
@@ -259,6 +271,7 @@ def _dedupe_and_sort(
     append = keyed.append
     spec_of = _TYPE_SPEC.get
     inf = math.inf
+    max_time = MAX_TIME
     for ev in events:
         if type(ev) is not dict and not isinstance(ev, Mapping):
             warnings.add("invalid_event")
@@ -275,7 +288,7 @@ def _dedupe_and_sort(
             spec = spec_of(etype) if type(etype) is str else None
             if spec is not None:
                 t = ev.get(spec[1])
-                if type(t) is float and -inf < t < inf:
+                if type(t) is float and 0.0 <= t <= max_time:
                     rank = spec[0]
                     if rank != 4:
                         append((t, rank, eid, ev))
@@ -289,7 +302,7 @@ def _dedupe_and_sort(
                         type(a) is int
                         and a >= 0
                         and type(end) is float
-                        and t <= end < inf
+                        and t <= end <= max_time
                         and type(cs) is float
                         and type(ce) is float
                         and -inf < cs <= ce < inf
@@ -370,7 +383,6 @@ def build_timeline(
     checkpoints: list[Checkpoint] = []
     explicit_failures: dict[int, Failure] = {}
     times_max = -math.inf
-    num = _num
     add_window = windows.append
     info = AttemptInfo(attempt=-1)
     cur_a = -1
@@ -419,7 +431,7 @@ def build_timeline(
                 warnings.add("invalid_event", eid)
                 continue
             if rank == 3:
-                pend = num(ev.get("end"))
+                pend = _time(ev.get("end"))
                 if pend is None:
                     warnings.add("invalid_event", eid)
                     continue
@@ -431,7 +443,7 @@ def build_timeline(
             else:
                 open_spans.append(Span(t, t, a, phase, eid))
         elif rank == 5:  # checkpoint
-            bend = num(ev.get("blocking_end"))
+            bend = _time(ev.get("blocking_end"))
             if bend is None:
                 warnings.add("invalid_event", eid)
                 continue
@@ -442,7 +454,7 @@ def build_timeline(
             checkpoints.append(Checkpoint(t, bend, a, eid))
         elif rank == 7:  # failure: the earliest explicit one of an attempt wins
             kind = ev.get("kind")
-            if kind not in _FAILURE_KINDS:
+            if type(kind) is not str or kind not in _FAILURE_KINDS:
                 warnings.add("unknown_failure_kind", eid)
                 kind = "unknown"
             if a not in explicit_failures:

@@ -192,3 +192,37 @@ def test_effective_time_consumes_each_cursor_value_once(case: tuple[list[dict], 
     in_loop = sum(w["end"] - w["start"] for w in windows)
     spent = r.effective_s + r.wasted["replay"] + r.wasted["stalled"]
     assert abs(spent - in_loop) <= 1e-6
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats()
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=5,
+)
+FIELDS = [
+    "ts", "start", "end", "blocking_end", "attempt", "phase", "cursor_start", "cursor_end",
+    "kind", "reason", "status", "gpus", "labels", "config", "model", "host", "job_id", "type",
+]  # fmt: skip
+
+
+@st.composite
+def fuzzed_event(draw: st.DrawFn, eid: str) -> dict[str, Any]:
+    """A well-formed event with some fields replaced by arbitrary JSON values."""
+    ev = draw(event(eid))
+    for name in draw(st.lists(st.sampled_from(FIELDS), max_size=3)):
+        ev[name] = draw(json_values)
+    return ev
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 15).flatmap(lambda n: st.tuples(*[fuzzed_event(f"e{i}") for i in range(n)])))
+def test_arbitrary_field_values_never_raise(events: tuple[dict[str, Any], ...]):
+    r = compute_job(list(events), now=NOW, custom_phases=CUSTOM)
+    assert_consistent(r)
+    r.to_dict()

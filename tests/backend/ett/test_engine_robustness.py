@@ -189,12 +189,17 @@ def test_garbage_never_raises():
             "cursor_end": 1,
         },
         {"event_id": "g14", "type": ["list"], "ts": 1.0},
+        {"event_id": "g15", "type": "failure", "attempt": 0, "ts": 2.0, "kind": ["x"]},
+        {"event_id": "g16", "type": "attempt_ended", "attempt": 0, "ts": 3.0, "reason": {}},
+        {"event_id": "g17", "type": "job_ended", "ts": 99.0, "status": ["no"]},
+        {"event_id": "g18", "type": "job_submitted", "ts": 0.0, "labels": [1], "config": 3},
     ]
     r = run(j.events + garbage)
     found = codes(r)
     assert {"invalid_event", "unknown_type", "unknown_failure_kind"} <= set(found)
     assert {"g2", "g12"} <= set(found["invalid_event"]) and "g1" in found["unknown_type"]
     assert "g13" in found["cursor_missing"] and "g14" in found["unknown_type"]
+    assert {"g10", "g11"} <= set(found["time_out_of_range"])
 
 
 def test_job_ended_before_submission():
