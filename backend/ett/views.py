@@ -117,7 +117,7 @@ def list_jobs(
     return JobPage(total=total, limit=limit, offset=offset, jobs=jobs)
 
 
-@router.get("/jobs/{job_id}/ett")
+@router.get("/jobs/{job_id:path}/ett")
 def get_job_ett(
     job_id: str, db_session: SessionDep, settings: SettingsDep, _access: ReadAccess
 ) -> dict[str, Any]:

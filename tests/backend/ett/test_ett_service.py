@@ -255,3 +255,10 @@ def test_stale_open_jobs_are_marked_for_refresh(database, post):
         assert marked == 1 and service.count_dirty(db_session=s) == 1
         assert service.recompute_dirty(db_session=s) == 1
         assert service.count_dirty(db_session=s) == 0
+
+
+def test_job_ids_with_slashes_are_reachable(client, post):
+    ok(post(short_job("team/run-7", "m", 25).events))
+    r = client.get("/api/v1/jobs/team/run-7/ett")
+    assert r.status_code == 200, r.text
+    assert r.json()["job_id"] == "team/run-7" and r.json()["effective_s"] == pytest.approx(25)
