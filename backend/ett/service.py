@@ -206,18 +206,19 @@ def recompute_jobs(
     settings: Settings | None = None,
     now: float | None = None,
 ) -> int:
-    """Recompute these jobs in the caller's transaction (the caller commits); returns the count."""
+    """Recompute these jobs in the caller's transaction (the caller commits); returns how many had events."""
     custom = custom_phases_for(db_session=db_session, settings=settings)
     done = 0
     for job_id in sorted(set(job_ids)):
-        recompute_job(
+        result = recompute_job(
             db_session=db_session,
             job_id=job_id,
             settings=settings,
             now=now,
             custom_phases=custom,
         )
-        done += 1
+        if result is not None:
+            done += 1
     return done
 
 
