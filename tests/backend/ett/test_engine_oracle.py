@@ -153,3 +153,47 @@ def test_partition_instant_by_instant(events: list[dict[str, Any]]):
                 and got.component != "wasted_training"
                 and catalogue_rank(got.phase) == catalogue_rank(want[1])
             ), (mid, got, want)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clean_job())
+def test_level1_against_literal_reading(events: list[dict[str, Any]]):
+    """TTS and each TTR from the oracle's effective instants and the failures' times."""
+    r = compute_job(events, now=1e6)
+    start, end = r.submitted_at, r.ended_at
+    # candidate cut points only (a window crosses the mark between event times); the oracle
+    # still decides what each piece is
+    cuts = {start, end} | {iv.start for iv in r.intervals}
+    for e in events:
+        for key in ("ts", "start", "end", "blocking_end"):
+            if key in e and start <= e[key] <= end:
+                cuts.add(float(e[key]))
+    bounds = sorted(cuts)
+    effective = [
+        (lo, hi)
+        for lo, hi in zip(bounds, bounds[1:], strict=False)
+        if expected_at(events, (lo + hi) / 2) == ("effective_training", None)
+    ]
+    failures = sorted(
+        e["ts"]
+        for e in events
+        if e["type"] == "attempt_ended" and e["reason"] in ("failure", "preempted")
+    )
+
+    def next_effective(t: float) -> float | None:
+        return next((max(lo, t) for lo, hi in effective if hi > t), None)
+
+    first = next_effective(start)
+    tts_end = min(x for x in (first, failures[0] if failures else None, end) if x is not None)
+    assert abs(r.l1.tts_s - (tts_end - start)) <= 1e-6
+    assert r.l1.nof == len(failures)
+    for i, (f, got) in enumerate(zip(failures, r.l1.failures, strict=True)):
+        nxt_fail = failures[i + 1] if i + 1 < len(failures) else None
+        nxt_eff = next_effective(f)
+        stop = min(x for x in (nxt_eff, nxt_fail, end) if x is not None)
+        assert got.ts == f and abs(got.ttr_s - (stop - f)) <= 1e-6
+        assert got.interrupted == (nxt_fail is not None and (nxt_eff is None or nxt_fail < nxt_eff))
+        assert got.censored == (nxt_eff is None and nxt_fail is None)
+    last = effective[-1][1] if effective else None
+    if last is not None and not failures:
+        assert abs(r.l1.final_shutdown_s - (end - last)) <= 1e-6
