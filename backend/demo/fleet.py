@@ -411,7 +411,7 @@ def fleet_profile(seed: int, index: int) -> ModelProfile:
         train_s=rng.uniform(8.6, 9.8) * HOUR,
         ckpt_interval_s=rng.choice((30.0, 60.0)) * MINUTE,
         ckpt_block_s=rng.uniform(35.0, 80.0) * (1 + size),
-        compile_cold_s=(rng.uniform(6, 12) + 30 * size * rng.uniform(0.6, 1.2))
+        compile_cold_s=(rng.uniform(6, 12) + 24 * size * rng.uniform(0.6, 1.2))
         * MINUTE
         * (0.5 if untouched else 1.0),
         init_scale=rng.uniform(0.8, 1.3),
@@ -422,7 +422,7 @@ def fleet_profile(seed: int, index: int) -> ModelProfile:
         publish_s=rng.uniform(25.0, 45.0) * MINUTE if heavy_publish else rng.uniform(3, 8) * 60,
         standalone_ready=heavy_publish,
         failure_rates={
-            "preemption": rng.uniform(0.15, 0.55) * (0.4 if untouched else 1.0),
+            "preemption": rng.uniform(0.12, 0.45) * (0.4 if untouched else 1.0),
             "app_error": rng.uniform(0.05, 0.2),
             "infra": rng.uniform(0.03, 0.1),
             "silent": 0.04,
