@@ -13,9 +13,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from backend import migrate
+from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database
+from backend.ett.service import make_recompute_worker, recompute_jobs
+from dashboard.app import mount_dashboard
 
 log = logging.getLogger("ett")
 
@@ -112,10 +115,6 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
     """Inline mode recomputes touched jobs before answering; background mode leaves marks."""
     if settings.recompute_mode != "inline":
         return None
-    try:
-        from backend.ett.service import recompute_jobs
-    except ImportError:
-        return None
 
     def hook(job_ids: list[str]) -> None:
         with db.session() as s:
@@ -127,25 +126,8 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
 
 def _worker_factories() -> list[Callable[[Settings, Database], Any]]:
     """Background workers owned by the domains (recompute, alert evaluation)."""
-    factories: list[Callable[[Settings, Database], Any]] = []
-    try:
-        from backend.ett.service import make_recompute_worker
-
-        factories.append(make_recompute_worker)
-    except ImportError:
-        pass
-    try:
-        from backend.alerts.scheduled import make_alert_evaluator
-
-        factories.append(make_alert_evaluator)
-    except ImportError:
-        pass
-    return factories
+    return [make_recompute_worker, make_alert_evaluator]
 
 
 def _mount_dashboard(app: FastAPI, settings: Settings, db: Database) -> None:
-    try:
-        from dashboard.app import mount_dashboard
-    except ImportError:
-        return
     mount_dashboard(app, settings=settings, database=db)
