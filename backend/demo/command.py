@@ -80,7 +80,11 @@ def demo(
         _summary(report)
         return
 
-    migrate.upgrade(settings.database_url)
+    try:
+        migrate.upgrade(settings.database_url)
+    except Exception as err:  # noqa: BLE001 - report any driver error in words
+        typer.secho(f"error: could not migrate {settings.database_url}: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
     database = Database(settings.database_url)
     db_url = settings.database_url
     state = live_feed.read_state(settings.home, db_url)

@@ -113,3 +113,40 @@ def test_demo_over_http_needs_a_token(ett_home: Path):
     result = CliRunner().invoke(app, ["demo", "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 2
     assert "--token" in result.output
+
+
+def test_demo_reports_an_unreachable_database_in_words(
+    ett_home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("ETT_DATABASE_URL", "postgresql://nobody@127.0.0.1:9/none")
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["demo", "--no-serve"])
+    assert result.exit_code == 2
+    assert "could not migrate" in result.output
+
+
+def test_demo_sends_to_a_running_server_over_http(
+    ett_home: Path, monkeypatch: pytest.MonkeyPatch, client: Any, ingest_token: str, database: Any
+):
+    from backend.demo import loader
+
+    monkeypatch.setattr(loader.httpx, "Client", lambda **_: client)
+    result = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--url",
+            "http://testserver",
+            "--token",
+            ingest_token,
+            "--models",
+            "2",
+            "--days",
+            "3",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    with database.session() as s:
+        stored = int(s.scalar(select(func.count(RawEvent.event_id))) or 0)
+    assert stored > 500
+    assert f"sent {stored:,} events: {stored:,} stored" in result.output
