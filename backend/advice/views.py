@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from backend.advice import service
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.fleet.params import call_service, epoch, with_rfc3339
+from backend.params import call_service, epoch, with_rfc3339
 
 router = APIRouter(tags=["advice"])
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from backend.auth.deps import ReadAccess
 from backend.compare import service
 from backend.deps import SessionDep
-from backend.fleet.params import call_service, csv_response, epoch, parse_labels, with_rfc3339
+from backend.params import call_service, csv_response, epoch, parse_labels, with_rfc3339
 
 router = APIRouter(prefix="/compare", tags=["compare"])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett import service
+from backend.params import epoch, parse_labels
 from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
@@ -57,24 +58,6 @@ class JobPage(BaseModel):
     jobs: list[JobSummary]
 
 
-def _epoch(value: datetime | None) -> float | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
-
-
-def _labels(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise HTTPException(422, f"label: expected key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 @router.get("/jobs", response_model=JobPage)
 def list_jobs(
     db_session: SessionDep,
@@ -98,10 +81,10 @@ def list_jobs(
         db_session=db_session,
         model=model,
         owner=owner,
-        labels=_labels(label),
+        labels=parse_labels(label),
         status=status,
-        start=_epoch(start),
-        end=_epoch(end),
+        start=epoch(start),
+        end=epoch(end),
         sort=sort,
         limit=limit,
         offset=offset,

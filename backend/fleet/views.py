@@ -13,7 +13,7 @@ from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.fleet import service
 from backend.fleet.days import DAY_S
-from backend.fleet.params import (
+from backend.params import (
     call_service,
     csv_response,
     epoch,

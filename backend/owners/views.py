@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.fleet.params import csv_response, with_rfc3339
 from backend.owners import service
+from backend.params import csv_response, with_rfc3339
 
 router = APIRouter(prefix="/owners", tags=["owners"])
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.fleet.params import call_service, csv_response, time_range, with_rfc3339
+from backend.params import call_service, csv_response, time_range, with_rfc3339
 from backend.workloads import service
 
 router = APIRouter(prefix="/models", tags=["models"])

@@ -1,4 +1,4 @@
-"""Query-parameter helpers shared by the analytics views: time ranges, labels, CSV answers."""
+"""Query-parameter helpers shared by the REST views: time ranges, labels, errors, CSV answers."""
 
 from __future__ import annotations
 
