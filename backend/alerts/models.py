@@ -139,12 +139,20 @@ class Notification(Base):
     kind: Mapped[str] = mapped_column(String(16))  # firing | resolved
     owner: Mapped[str] = mapped_column(String(128))
     message: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    # pending | sending | sent | failed | silenced
+    # pending | sending | retry (a later pass owes some channels) | sent | partial | failed |
+    # undeliverable | silenced
     status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     claimed_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # Passes that re-offered the notice after every in-pass retry of a channel ran out.
+    redeliveries: Mapped[int] = mapped_column(Integer, default=0)
+    retry_at: Mapped[float | None] = mapped_column(Float)
+    # Names of the channels still owed the notice (None: all of the owner's channels), and
+    # of those that have it.
+    pending_channels: Mapped[list[str] | None] = mapped_column(JSONType)
+    delivered_channels: Mapped[list[str] | None] = mapped_column(JSONType)
 
     __table_args__ = (
         UniqueConstraint("fingerprint", "episode", "kind", name="uq_alert_notifications_notice"),

@@ -54,6 +54,10 @@ LEASE_NAME = "alert-evaluator"
 DELIVERY_LOG_RETENTION_S = 30 * 86400.0
 # A claimed notice whose sender vanished is taken over after this long.
 STALE_CLAIM_S = 600.0
+# A notice whose channels all gave up within a pass is offered again by later passes.
+MAX_REDELIVERIES = 8
+REDELIVERY_BASE_S = 30.0
+REDELIVERY_MAX_DELAY_S = 3600.0
 
 
 def default_holder() -> str:
@@ -621,8 +625,49 @@ def _record_attempt(db: Database, notices: Sequence[tuple[int | None, str | None
 def _claimable(now: float) -> Any:
     return or_(
         Notification.status == "pending",
+        (Notification.status == "retry") & (Notification.retry_at <= now),
         (Notification.status == "sending") & (Notification.claimed_at < now - STALE_CLAIM_S),
     )
+
+
+def _channel_name(channel: Channel) -> str:
+    return channel.name or channel.kind
+
+
+def _redelivery_delay(redeliveries: int) -> float:
+    """Seconds before a later pass offers the notice again: doubling, capped at an hour."""
+    return min(REDELIVERY_MAX_DELAY_S, REDELIVERY_BASE_S * 2**redeliveries)
+
+
+def _outcome(
+    notes: list[Notification], channels: list[Channel], results: list[Any]
+) -> dict[str, Any]:
+    """The notices' next state from this round's results and the channels that had them before."""
+    delivered = set(notes[0].delivered_channels or [])
+    delivered |= {_channel_name(r.channel) for r in results if r.ok}
+    # A channel that rejected the notice (4xx) will not take it later either.
+    owed = sorted(
+        _channel_name(r.channel)
+        for r in results
+        if not r.ok and not (r.attempts and r.attempts[-1].outcome == "rejected")
+    )
+    redeliveries = notes[0].redeliveries
+    state: dict[str, Any] = {"delivered_channels": sorted(delivered) or None}
+    if owed and redeliveries < MAX_REDELIVERIES:
+        return {
+            **state,
+            "status": "retry",
+            "pending_channels": owed,
+            "retry_at": time.time() + _redelivery_delay(redeliveries),
+            "redeliveries": redeliveries + 1,
+        }
+    if not channels:
+        status = "undeliverable"
+    elif {_channel_name(c) for c in channels} <= delivered:
+        status = "sent"
+    else:
+        status = "partial" if delivered else "failed"
+    return {**state, "status": status, "pending_channels": owed or None, "retry_at": None}
 
 
 def _claim(db: Database, holder: str) -> dict[str, list[Notification]]:
@@ -658,28 +703,46 @@ def _send_owner(
     """One batch per owner and channel (like an Alertmanager group); returns (sent, not sent)."""
     with db.session() as s:
         channels = channels_for(db_session=s, owner=owner)
-    messages = [_message_from(n.message) for n in notes]
-    results = deliver_all(
-        messages,
-        channels,
-        policy=policy,
-        on_attempt=_record_attempt(db, [(n.id, n.fingerprint) for n in notes]),
-        external_url=settings.public_url,
-    )
-    delivered = sum(r.ok for r in results)
-    if not channels:
-        status = "undeliverable"
-        log.warning("%d alert notices for owner %s: the owner has no channel", len(notes), owner)
-    else:
-        status = "sent" if delivered == len(results) else ("partial" if delivered else "failed")
-    with db.session() as s:
-        s.execute(
-            update(Notification)
-            .where(Notification.id.in_([n.id for n in notes]))
-            .values(status=status, finished_at=time.time())
+    # Notices re-offered by a later pass go only to the channels that still owe them.
+    groups: dict[tuple[Any, ...], list[Notification]] = {}
+    for n in notes:
+        key = (
+            tuple(n.pending_channels or ()),
+            tuple(n.delivered_channels or ()),
+            n.redeliveries,
         )
-        s.commit()
-    return (len(notes), 0) if status == "sent" else (0, len(notes))
+        groups.setdefault(key, []).append(n)
+    sent = not_sent = 0
+    for (owed, _, _), group in groups.items():
+        chans = [c for c in channels if _channel_name(c) in owed] if owed else channels
+        results = deliver_all(
+            [_message_from(n.message) for n in group],
+            chans,
+            policy=policy,
+            on_attempt=_record_attempt(db, [(n.id, n.fingerprint) for n in group]),
+            external_url=settings.public_url,
+        )
+        nxt = _outcome(group, channels, results)
+        if nxt["status"] == "undeliverable":
+            log.warning("%d alert notices for owner %s: no channel to send to", len(group), owner)
+        elif nxt["status"] == "retry":
+            log.warning(
+                "alert notices for owner %s: %s will be tried again in a later pass",
+                owner,
+                ", ".join(nxt["pending_channels"]),
+            )
+        with db.session() as s:
+            s.execute(
+                update(Notification)
+                .where(Notification.id.in_([n.id for n in group]))
+                .values(**nxt, finished_at=time.time())
+            )
+            s.commit()
+        if nxt["status"] == "sent":
+            sent += len(group)
+        else:
+            not_sent += len(group)
+    return sent, not_sent
 
 
 def dispatch_pending(

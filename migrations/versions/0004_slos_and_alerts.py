@@ -71,6 +71,18 @@ def upgrade() -> None:
         sa.Column("claimed_by", sa.String(length=128), nullable=True),
         sa.Column("claimed_at", sa.Float(), nullable=True),
         sa.Column("finished_at", sa.Float(), nullable=True),
+        sa.Column("redeliveries", sa.Integer(), nullable=False),
+        sa.Column("retry_at", sa.Float(), nullable=True),
+        sa.Column(
+            "pending_channels",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column(
+            "delivered_channels",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=True,
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_alert_notifications")),
         sa.UniqueConstraint("fingerprint", "episode", "kind", name="uq_alert_notifications_notice"),
     )

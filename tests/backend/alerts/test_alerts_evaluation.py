@@ -559,7 +559,9 @@ def test_every_delivery_attempt_is_logged_and_a_dead_channel_does_not_hold_the_o
         for d in log:
             by_channel.setdefault(d.channel, []).append((d.outcome, d.status_code))
         note = s.scalars(select(Notification)).one()
-        assert note.status == "partial"
+        # "dead" gave up on transient errors: a later pass owes it; "gone" (404) is not retried.
+        assert note.status == "retry"
+        assert note.pending_channels == ["dead"] and note.delivered_channels == ["flaky"]
         assert all(d.notification_id == note.id for d in log)
     assert by_channel["flaky"] == [("retry", 500), ("retry", 429), ("delivered", 200)]
     assert by_channel["gone"] == [("rejected", 404)]
@@ -591,3 +593,50 @@ def test_hysteresis_holds_a_firing_alert_until_well_inside_the_objective(
     st = _state(database, "sched_share")
     assert st.value == pytest.approx(100 * 225_600 / 2_843_520) and st.state == "resolved"
     assert [r.body["status"] for r in http_receiver.wait_for("/s", 2)] == ["firing", "resolved"]
+
+
+def test_a_channel_down_for_a_whole_pass_gets_the_notice_from_a_later_pass(
+    database: Database, tmp_path: Path, http_receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "REDELIVERY_BASE_S", 0.0)
+    monkeypatch.setattr(service, "MAX_REDELIVERIES", 2)
+    down = [(503, {})] * FAST.max_attempts
+    http_receiver.script("/late", *down)  # down for the first pass, up for the second
+    http_receiver.script("/never", *(down * 3))  # down for every pass
+    channels = {
+        "scheduler": [
+            {"name": "up", "kind": "webhook", "target": f"{http_receiver.url}/up"},
+            {"name": "late", "kind": "webhook", "target": f"{http_receiver.url}/late"},
+            {"name": "never", "kind": "webhook", "target": f"{http_receiver.url}/never"},
+        ]
+    }
+    settings = _settings(database, tmp_path, _slo_file(tmp_path, channels, **{"for": "0s"}))
+    _healthy_fleet(database, T - 20 * 3600)
+    _regression(database, T + 600)
+
+    def note() -> Notification:
+        with database.session() as s:
+            return s.scalars(select(Notification)).one()
+
+    _pass(database, settings, T + 12_000)
+    first = note()
+    assert first.status == "retry" and first.redeliveries == 1
+    assert first.pending_channels == ["late", "never"] and first.delivered_channels == ["up"]
+
+    _pass(database, settings, T + 12_060)
+    second = note()
+    assert second.status == "retry" and second.pending_channels == ["never"]
+    assert second.delivered_channels == ["late", "up"]
+
+    _pass(database, settings, T + 12_120)
+    final = note()
+    assert final.status == "partial" and final.pending_channels == ["never"]
+    assert final.delivered_channels == ["late", "up"] and final.retry_at is None
+
+    _pass(database, settings, T + 12_180)  # nothing left to offer
+    # Each channel that took the notice got it exactly once; "never" was tried every pass.
+    assert len(http_receiver.on("/up")) == 1
+    late = http_receiver.on("/late")
+    assert len(late) == FAST.max_attempts + 1
+    assert late[-1].body["alerts"][0]["labels"]["owner"] == "scheduler"
+    assert len(http_receiver.on("/never")) == 3 * FAST.max_attempts
