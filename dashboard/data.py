@@ -392,8 +392,15 @@ def alerts_view(owner: str | None, now: float) -> dict[str, list[dict[str, Any]]
     """SLOs, alerts (not inactive) and silences, optionally one owner's."""
     with session() as s:
         slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
+        states = [
+            a
+            for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
+            if a.state != "inactive"
+        ]
+        acks = alerts_service.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
         alerts = [
             {
+                "fingerprint": a.fingerprint,
                 "slo": a.slo_name,
                 "owner": a.owner,
                 "component": a.component,
@@ -404,9 +411,17 @@ def alerts_view(owner: str | None, now: float) -> dict[str, list[dict[str, Any]]
                 "objective": a.objective,
                 "since": a.fired_at or a.breach_started_at or a.last_evaluated_at,
                 "models": ", ".join(str(m) for m in ((a.details or {}).get("models") or [])[:5]),
+                # Only an acknowledgement of the current episode counts.
+                "acked_by": next(
+                    (
+                        k.acknowledged_by
+                        for k in acks.get(a.fingerprint, [])
+                        if k.episode == a.episode
+                    ),
+                    "",
+                ),
             }
-            for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
-            if a.state != "inactive"
+            for a in states
         ]
         silences = [
             {

@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 import dash
-from dash import html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
-from dashboard import data, figures
+from backend.ett.catalogue import COMPONENTS
+from dashboard import actions, data, figures
 from dashboard.components import (
     NO_DATA_HINT,
     empty_state,
@@ -89,33 +90,7 @@ def layout(**query: Any) -> html.Div:
                 className="ett-two-col",
             )
         )
-    firing = [a for a in alerts["alerts"] if a["state"] == "firing"]
-    body.append(
-        section(
-            f"Alerts ({len(firing)} firing)",
-            table(
-                "owners-alerts-table",
-                [{**a, "since": _when(a["since"])} for a in alerts["alerts"]],
-                [
-                    {"id": "state", "name": "state"},
-                    {"id": "severity", "name": "severity"},
-                    {"id": "slo", "name": "SLO"},
-                    {"id": "owner", "name": "owner"},
-                    {"id": "component", "name": "component"},
-                    {"id": "model", "name": "model"},
-                    num_col("value", "value", 3),
-                    num_col("objective", "objective", 3),
-                    {"id": "since", "name": "since (UTC)"},
-                    {"id": "models", "name": "driven by"},
-                ],
-                page_size=15,
-            )
-            if alerts["alerts"]
-            else html.P(
-                "No alerts: every SLO is met, or none is defined yet.", id="owners-no-alerts"
-            ),
-        )
-    )
+    body.append(html.Div(_alerts_section(alerts["alerts"]), id="owners-alerts-box"))
     body.append(
         section(
             f"SLOs ({len(alerts['slos'])})",
@@ -149,39 +124,298 @@ def layout(**query: Any) -> html.Div:
             ),
         )
     )
-    body.append(
-        section(
-            "Silences",
-            table(
-                "owners-silences-table",
-                [
-                    {
-                        **x,
-                        "starts_at": _when(x["starts_at"]),
-                        "ends_at": _when(x["ends_at"]),
-                        "active": "yes" if x["active"] else "expired",
-                    }
-                    for x in alerts["silences"]
-                ],
-                [
-                    {"id": k, "name": k.replace("_", " ")}
-                    for k in (
-                        "active",
-                        "owner",
-                        "component",
-                        "model",
-                        "starts_at",
-                        "ends_at",
-                        "comment",
-                    )
-                ],
-                page_size=10,
-            )
-            if alerts["silences"]
-            else html.P("No silences.", id="owners-no-silences"),
-        )
-    )
+    body.append(html.Div(_silences_section(alerts["silences"]), id="owners-silences-box"))
+    body.append(_actions_panel(filters.owner, component, alerts))
+    body.append(dcc.Store(id="owners-scope", data={"owner": filters.owner, "component": component}))
     return html.Div(body)
+
+
+def _alerts_section(rows: list[dict[str, Any]]) -> Any:
+    firing = [a for a in rows if a["state"] == "firing"]
+    return section(
+        f"Alerts ({len(firing)} firing)",
+        table(
+            "owners-alerts-table",
+            [{**a, "since": _when(a["since"])} for a in rows],
+            [
+                {"id": "state", "name": "state"},
+                {"id": "severity", "name": "severity"},
+                {"id": "slo", "name": "SLO"},
+                {"id": "owner", "name": "owner"},
+                {"id": "component", "name": "component"},
+                {"id": "model", "name": "model"},
+                num_col("value", "value", 3),
+                num_col("objective", "objective", 3),
+                {"id": "since", "name": "since (UTC)"},
+                {"id": "models", "name": "driven by"},
+                {"id": "acked_by", "name": "acknowledged by"},
+            ],
+            page_size=15,
+        )
+        if rows
+        else html.P("No alerts: every SLO is met, or none is defined yet.", id="owners-no-alerts"),
+    )
+
+
+def _silences_section(rows: list[dict[str, Any]]) -> Any:
+    return section(
+        "Silences",
+        table(
+            "owners-silences-table",
+            [
+                {
+                    **x,
+                    "starts_at": _when(x["starts_at"]),
+                    "ends_at": _when(x["ends_at"]),
+                    "active": "yes" if x["active"] else "expired",
+                }
+                for x in rows
+            ],
+            [
+                {"id": k, "name": k.replace("_", " ")}
+                for k in (
+                    "id",
+                    "active",
+                    "owner",
+                    "component",
+                    "model",
+                    "starts_at",
+                    "ends_at",
+                    "comment",
+                )
+            ],
+            page_size=10,
+        )
+        if rows
+        else html.P("No silences.", id="owners-no-silences"),
+    )
+
+
+def _ack_options(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [
+        {
+            "label": f"{a['slo']} · {a['model'] or 'all models'} ({a['state']})",
+            "value": a["fingerprint"],
+        }
+        for a in rows
+        if a["state"] in ("firing", "pending")
+    ]
+
+
+def _expire_options(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "label": f"#{x['id']} {x['owner']} / {x['component']} / {x['model']}"
+            f" until {_when(x['ends_at'])}",
+            "value": x["id"],
+        }
+        for x in rows
+        if x["active"]
+    ]
+
+
+def _actions_panel(owner: str | None, component: str | None, alerts: dict[str, Any]) -> Any:
+    field = {"display": "flex", "flexDirection": "column", "gap": "2px", "minWidth": "160px"}
+    row = {"display": "flex", "gap": "12px", "flexWrap": "wrap", "alignItems": "flex-end"}
+    return section(
+        "Silence or acknowledge",
+        html.Div(
+            [
+                html.P(
+                    "A silence mutes the notices of matching alerts until it expires; an "
+                    "acknowledgement tells the others someone has the alert in hand. Both need an "
+                    "admin token, as in the REST API.",
+                    className="ett-hint",
+                ),
+                html.Div(
+                    [
+                        html.Label("Admin token"),
+                        dcc.Input(
+                            id="owners-token",
+                            type="password",
+                            placeholder="ett_...",
+                            style={"width": "360px"},
+                        ),
+                    ],
+                    style=field,
+                ),
+                html.H4("New silence"),
+                html.Div(
+                    [
+                        html.Div(
+                            [
+                                html.Label("Owner"),
+                                dcc.Dropdown(
+                                    id="owners-silence-owner",
+                                    options=data.owner_names(),
+                                    value=owner,
+                                    placeholder="any owner",
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Div(
+                            [
+                                html.Label("Component"),
+                                dcc.Dropdown(
+                                    id="owners-silence-component",
+                                    options=[
+                                        {"label": COMPONENT_LABELS.get(c, c), "value": c}
+                                        for c in COMPONENTS
+                                    ],
+                                    value=component,
+                                    placeholder="any component",
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Div(
+                            [
+                                html.Label("Model"),
+                                dcc.Input(id="owners-silence-model", placeholder="any model"),
+                            ],
+                            style=field,
+                        ),
+                        html.Div(
+                            [
+                                html.Label("Hours"),
+                                dcc.Input(
+                                    id="owners-silence-hours",
+                                    type="number",
+                                    value=4,
+                                    min=0.5,
+                                    step=0.5,
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Div(
+                            [
+                                html.Label("Comment"),
+                                dcc.Input(
+                                    id="owners-silence-comment",
+                                    placeholder="why",
+                                    style={"width": "280px"},
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Button("Create silence", id="owners-silence-btn"),
+                    ],
+                    style=row,
+                ),
+                html.H4("Acknowledge an alert / expire a silence"),
+                html.Div(
+                    [
+                        html.Div(
+                            [
+                                html.Label("Alert"),
+                                dcc.Dropdown(
+                                    id="owners-ack-alert",
+                                    options=_ack_options(alerts["alerts"]),
+                                    placeholder="firing or pending alert",
+                                    style={"width": "360px"},
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Div(
+                            [
+                                html.Label("Comment"),
+                                dcc.Input(id="owners-ack-comment", placeholder="optional"),
+                            ],
+                            style=field,
+                        ),
+                        html.Button("Acknowledge", id="owners-ack-btn"),
+                        html.Div(
+                            [
+                                html.Label("Silence"),
+                                dcc.Dropdown(
+                                    id="owners-expire-silence",
+                                    options=_expire_options(alerts["silences"]),
+                                    placeholder="active silence",
+                                    style={"width": "320px"},
+                                ),
+                            ],
+                            style=field,
+                        ),
+                        html.Button("Expire", id="owners-expire-btn"),
+                    ],
+                    style=row,
+                ),
+                html.P(id="owners-action-msg", role="status"),
+            ]
+        ),
+    )
+
+
+@callback(
+    Output("owners-action-msg", "children"),
+    Output("owners-action-msg", "className"),
+    Output("owners-alerts-box", "children"),
+    Output("owners-silences-box", "children"),
+    Output("owners-ack-alert", "options"),
+    Output("owners-expire-silence", "options"),
+    Input("owners-silence-btn", "n_clicks"),
+    Input("owners-ack-btn", "n_clicks"),
+    Input("owners-expire-btn", "n_clicks"),
+    State("owners-token", "value"),
+    State("owners-silence-owner", "value"),
+    State("owners-silence-component", "value"),
+    State("owners-silence-model", "value"),
+    State("owners-silence-hours", "value"),
+    State("owners-silence-comment", "value"),
+    State("owners-ack-alert", "value"),
+    State("owners-ack-comment", "value"),
+    State("owners-expire-silence", "value"),
+    State("owners-scope", "data"),
+    prevent_initial_call=True,
+)
+def _act(
+    _silence: Any,
+    _ack: Any,
+    _expire: Any,
+    token: str | None,
+    owner: str | None,
+    component: str | None,
+    model: str | None,
+    hours: float | None,
+    comment: str | None,
+    fingerprint: str | None,
+    ack_comment: str | None,
+    silence_id: int | None,
+    scope: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """Run the clicked action, then redraw the alerts and silences it changed."""
+    try:
+        if ctx.triggered_id == "owners-silence-btn":
+            message = actions.create_silence(
+                token=token,
+                owner=owner,
+                component=component,
+                model=model,
+                hours=hours,
+                comment=comment,
+            )
+        elif ctx.triggered_id == "owners-ack-btn":
+            message = actions.acknowledge(token=token, fingerprint=fingerprint, comment=ack_comment)
+        else:
+            message = actions.expire_silence(token=token, silence_id=silence_id)
+        css = "ett-action-ok"
+    except actions.ActionRefused as err:
+        message, css = str(err), "ett-action-error"
+    scope = scope or {}
+    alerts = data.alerts_view(scope.get("owner"), time.time())
+    if scope.get("component"):
+        alerts["alerts"] = [a for a in alerts["alerts"] if a["component"] == scope["component"]]
+    return (
+        message,
+        css,
+        _alerts_section(alerts["alerts"]),
+        _silences_section(alerts["silences"]),
+        _ack_options(alerts["alerts"]),
+        _expire_options(alerts["silences"]),
+    )
 
 
 dash.register_page(

@@ -1,0 +1,111 @@
+"""What the owners page can change: silences and acknowledgements, behind an admin token.
+
+The dashboard reads without a token (like the REST reads by default), but every write here
+needs the same admin token that `POST /api/v1/silences` and `/alerts/{fp}/ack` need.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy.orm import Session
+
+from backend.alerts import service as alerts_service
+from backend.auth import service as auth_service
+from backend.auth.models import ApiToken
+from backend.timefmt import rfc3339
+from dashboard import data
+
+MAX_SILENCE_HOURS = 24 * 30
+
+
+class ActionRefused(ValueError):
+    """The action was not done; str() says why, in words for the page."""
+
+
+def _admin(db_session: Session, token: str | None) -> ApiToken:
+    if not token or not token.strip():
+        raise ActionRefused(
+            "Paste an admin token first (create one with `ett token create "
+            "--name you --scope admin`)."
+        )
+    row = auth_service.lookup(db_session=db_session, secret=token.strip())
+    if row is None:
+        raise ActionRefused("That token is unknown or revoked.")
+    if not auth_service.allows_scope(row, "admin"):
+        raise ActionRefused(f"Token {row.name!r} has scope {row.scope!r}; this needs admin.")
+    return row
+
+
+def create_silence(
+    *,
+    token: str | None,
+    owner: str | None,
+    component: str | None,
+    model: str | None,
+    hours: float | None,
+    comment: str | None,
+    now: float | None = None,
+) -> str:
+    """Create a silence from now for `hours`; returns what was done, or raises ActionRefused."""
+    now = time.time() if now is None else now
+    if not (comment or "").strip():
+        raise ActionRefused("Say why in the comment: whoever reads the silence later needs it.")
+    if hours is None or not 0 < float(hours) <= MAX_SILENCE_HOURS:
+        raise ActionRefused(f"Duration must be between 0 and {MAX_SILENCE_HOURS} hours.")
+    with data.session() as s:
+        who = _admin(s, token)
+        try:
+            row = alerts_service.create_silence(
+                db_session=s,
+                owner=owner or None,
+                component=component or None,
+                model=(model or "").strip() or None,
+                starts_at=now,
+                ends_at=now + float(hours) * 3600,
+                comment=comment.strip(),
+                created_by=who.name,
+                now=now,
+            )
+        except ValueError as err:
+            raise ActionRefused(str(err).capitalize() + ".") from None
+        s.commit()
+        matchers = ", ".join(
+            f"{k}={v}"
+            for k, v in (("owner", row.owner), ("component", row.component), ("model", row.model))
+            if v
+        )
+        return f"Silence #{row.id} ({matchers}) is active until {rfc3339(row.ends_at)}."
+
+
+def expire_silence(*, token: str | None, silence_id: int | None, now: float | None = None) -> str:
+    """End a silence now."""
+    if silence_id is None:
+        raise ActionRefused("Pick the silence to expire.")
+    with data.session() as s:
+        _admin(s, token)
+        if not alerts_service.expire_silence(db_session=s, silence_id=int(silence_id), now=now):
+            raise ActionRefused(f"There is no silence #{silence_id}.")
+        s.commit()
+    return f"Silence #{silence_id} has expired."
+
+
+def acknowledge(
+    *, token: str | None, fingerprint: str | None, comment: str | None, now: float | None = None
+) -> str:
+    """Acknowledge an alert's current episode."""
+    if not fingerprint:
+        raise ActionRefused("Pick the alert to acknowledge.")
+    with data.session() as s:
+        who = _admin(s, token)
+        ack = alerts_service.acknowledge(
+            db_session=s,
+            fingerprint=fingerprint,
+            acknowledged_by=who.name,
+            comment=(comment or "").strip(),
+            now=now,
+        )
+        if ack is None:
+            raise ActionRefused("That alert no longer exists.")
+        s.commit()
+    return f"Alert acknowledged by {who.name}."
