@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.db import Database
+from dashboard import gate
 from dashboard.context import DashboardContext, bind
 
 PAGES = ("fleet", "models", "job", "compare", "owners")
@@ -100,9 +101,12 @@ def mount_dashboard(app: FastAPI, *, settings: Settings, database: Database) -> 
     dash_app = get_dash_app()
     ctx = DashboardContext(settings=settings, database=database)
     app.state.dashboard = dash_app
-    app.mount(
-        "/", _api_paths_not_found(WSGIMiddleware(bind(dash_app.server, ctx))), name="dashboard"
-    )
+    served: ASGIApp = WSGIMiddleware(bind(dash_app.server, ctx))
+    if settings.read_token_required:
+        check = gate.TokenCheck(database)
+        gate.add_login_routes(app, check)
+        served = gate.guard(served, check)
+    app.mount("/", _api_paths_not_found(served), name="dashboard")
 
 
 def _api_paths_not_found(asgi_app: ASGIApp) -> ASGIApp:

@@ -1,0 +1,140 @@
+"""With ETT_READ_TOKEN_REQUIRED the dashboard is closed like the REST reads: a read or admin
+token, as a bearer header or from the /login page (an HttpOnly cookie), opens it."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from urllib.parse import parse_qs, quote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from backend.auth import service as auth_service
+from backend.db import Database
+
+COOKIE = "ett_token"
+CACHE_S = 60.0
+
+_LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>ETT% · sign in</title>
+<style>body{{font-family:system-ui,sans-serif;background:#f6f7f9;margin:0}}
+header{{background:#1e2433;color:#fff;padding:12px 24px;font-weight:700}}
+main{{max-width:520px;margin:48px auto;background:#fff;padding:24px;border:1px solid #ddd}}
+input{{width:100%;padding:8px;margin:8px 0;box-sizing:border-box}}
+.err{{color:#b71c1c;font-weight:600}}</style></head>
+<body><header>ETT%</header><main><h1>Sign in</h1>
+<p>This server requires a token to read (ETT_READ_TOKEN_REQUIRED). Paste a <b>read</b> or
+<b>admin</b> token; an operator creates one with
+<code>ett token create --name you --scope read</code>.</p>
+<p class="err" id="login-error">{error}</p>
+<form method="post" action="/login"><input type="hidden" name="next" value="{next}">
+<input type="password" name="token" id="login-token" placeholder="ett_..." autofocus>
+<button type="submit" id="login-submit">Sign in</button></form></main></body></html>"""
+
+
+class TokenCheck:
+    """Answers whether a secret is a live read/admin token; a yes is cached for a minute."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._cache: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def allows(self, secret: str | None) -> bool:
+        """True for a live token of scope read or admin."""
+        if not secret:
+            return False
+        key = auth_service.hash_token(secret)
+        now = time.monotonic()
+        with self._lock:
+            if self._cache.get(key, 0.0) > now:
+                return True
+        with self.database.session() as s:
+            row = auth_service.lookup(db_session=s, secret=secret)
+            ok = row is not None and auth_service.allows_scope(row, "read")
+        if ok:
+            with self._lock:
+                self._cache[key] = now + CACHE_S
+        return ok
+
+
+def _secret(headers: dict[bytes, bytes]) -> str | None:
+    scheme, _, value = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    for part in headers.get(b"cookie", b"").decode("latin-1").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and value:
+            return value
+    return None
+
+
+def _login_page(next_path: str, error: str = "", status: int = 401) -> HTMLResponse:
+    return HTMLResponse(
+        _LOGIN.format(next=html.escape(next_path, quote=True), error=html.escape(error)),
+        status_code=status,
+    )
+
+
+def _safe_next(value: str | None) -> str:
+    # Only paths on this server: no scheme, no host, no protocol-relative //.
+    if not value or not value.startswith("/") or value.startswith("//"):
+        return "/"
+    return value
+
+
+def guard(asgi_app: ASGIApp, check: TokenCheck) -> ASGIApp:
+    """Wrap the dashboard: pages answer the sign-in form, other requests a JSON 401."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await asgi_app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if await run_in_threadpool(check.allows, _secret(headers)):
+            await asgi_app(scope, receive, send)
+            return
+        path = scope.get("path", "/")
+        query = scope.get("query_string", b"").decode("latin-1")
+        accepts_html = b"text/html" in headers.get(b"accept", b"")
+        response: Response
+        if scope.get("method") == "GET" and accepts_html:
+            response = _login_page(path + (f"?{query}" if query else ""))
+        else:
+            response = JSONResponse(
+                {"detail": "this dashboard needs a read token: sign in at /login"},
+                status_code=401,
+            )
+        await response(scope, receive, send)
+
+    return app
+
+
+def add_login_routes(app: FastAPI, check: TokenCheck) -> None:
+    """GET/POST /login and /logout, registered before the dashboard's catch-all mount."""
+
+    @app.get("/login", include_in_schema=False)
+    def login_form(next: str | None = None) -> Response:
+        return _login_page(_safe_next(next), status=200)
+
+    @app.post("/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        token = (form.get("token") or [""])[0].strip()
+        target = _safe_next((form.get("next") or ["/"])[0])
+        if not check.allows(token):
+            return _login_page(target, "That is not a live read or admin token.")
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="strict", max_age=12 * 3600, path="/"
+        )
+        return response
+
+    @app.get("/logout", include_in_schema=False)
+    def logout() -> Response:
+        response = RedirectResponse("/login?next=" + quote("/"), status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
