@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from backend import migrate
 from backend.alerts.scheduled import make_alert_evaluator
@@ -48,14 +47,14 @@ def create_app(
     settings = settings or get_settings()
     db = database or Database(settings.database_url)
     if check_schema:
-        migrate.check_schema(db.engine, settings.database_url)
+        migrate.check_schema(db.engine)
 
     workers: list[Any] = []
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if start_workers:
-            for factory in _worker_factories():
+            for factory in (make_recompute_worker, make_alert_evaluator):
                 worker = factory(settings, db)
                 if worker is not None:
                     worker.start()
@@ -88,22 +87,14 @@ def create_app(
     def healthz() -> JSONResponse:
         """Liveness and readiness: the database answers and its schema is at head."""
         try:
-            with db.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            migrate.check_schema(db.engine, settings.database_url)
+            current = migrate.check_schema(db.engine)  # reading the revision needs the database
         except Exception as err:  # noqa: BLE001 - any failure means not ready
             return JSONResponse(status_code=503, content={"status": "error", "detail": str(err)})
-        return JSONResponse(
-            {
-                "status": "ok",
-                "database": db.dialect,
-                "schema": sorted(migrate.current_revisions(db.engine)),
-            }
-        )
+        return JSONResponse({"status": "ok", "database": db.dialect, "schema": sorted(current)})
 
     app.include_router(api_router, prefix="/api/v1")
     if with_dashboard:
-        _mount_dashboard(app, settings, db)
+        mount_dashboard(app, settings=settings, database=db)
     return app
 
 
@@ -122,12 +113,3 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
             s.commit()
 
     return hook
-
-
-def _worker_factories() -> list[Callable[[Settings, Database], Any]]:
-    """Background workers owned by the domains (recompute, alert evaluation)."""
-    return [make_recompute_worker, make_alert_evaluator]
-
-
-def _mount_dashboard(app: FastAPI, settings: Settings, db: Database) -> None:
-    mount_dashboard(app, settings=settings, database=db)

@@ -60,7 +60,7 @@ def db_current() -> None:
     db = Database(settings.database_url)
     current = sorted(migrate.current_revisions(db.engine)) or ["(empty)"]
     typer.echo(f"database: {', '.join(current)}")
-    typer.echo(f"code:     {', '.join(sorted(migrate.head_revisions(settings.database_url)))}")
+    typer.echo(f"code:     {', '.join(sorted(migrate.head_revisions()))}")
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from alembic import command
@@ -32,9 +33,10 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
-def head_revisions(url: str) -> set[str]:
-    """The revisions the code expects."""
-    return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+@lru_cache(maxsize=1)
+def head_revisions() -> frozenset[str]:
+    """The revisions the code expects (read once: the scripts do not change while running)."""
+    return frozenset(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
 
 
 def current_revisions(engine: Engine) -> set[str]:
@@ -43,9 +45,9 @@ def current_revisions(engine: Engine) -> set[str]:
         return set(MigrationContext.configure(conn).get_current_heads())
 
 
-def check_schema(engine: Engine, url: str) -> None:
-    """Raise SchemaOutOfDate, with the command that fixes it, unless the schema is at head."""
-    current, head = current_revisions(engine), head_revisions(url)
+def check_schema(engine: Engine) -> set[str]:
+    """The database's revisions; raises SchemaOutOfDate, naming the fix, unless they are head."""
+    current, head = current_revisions(engine), head_revisions()
     if current != head:
         shown = ", ".join(sorted(current)) or "empty (no tables)"
         raise SchemaOutOfDate(
@@ -53,3 +55,4 @@ def check_schema(engine: Engine, url: str) -> None:
             f"{', '.join(sorted(head))}. Run `ett db upgrade` (or `alembic upgrade head`) "
             "against the same ETT_DATABASE_URL, then start again."
         )
+    return current

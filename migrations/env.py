@@ -5,6 +5,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
+from sqlalchemy import Connection
 
 from backend.config import get_settings, normalize_database_url
 from backend.db import make_engine
@@ -34,18 +35,14 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    """Run against a live connection (or one handed over in config.attributes)."""
-    connection = config.attributes.get("connection")
-    if connection is not None:
-        _run(connection)
-        return
+    """Run against a live connection."""
     engine = make_engine(_url())
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,

@@ -330,9 +330,12 @@ def test_not_json_and_wrong_shape_and_content_type(client, ingest_token) -> None
     assert r.status_code == 415 and "text/plain" in r.json()["detail"]
 
 
-def test_healthz_and_stale_schema_refusal(client, database, settings) -> None:
+def test_healthz_reports_database_and_schema(client, database) -> None:
+    from backend.migrate import head_revisions
+
     body = client.get("/healthz").json()
     assert body["status"] == "ok" and body["database"] == database.dialect
+    assert body["schema"] == sorted(head_revisions())
 
 
 def test_read_token_required(settings, database, make_token) -> None:
