@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from backend.alerts.content import Evaluation
 from backend.alerts.slos import SloSpec
 from backend.ett.models import JobInterval, JobResult
+from backend.fleet.models import FleetFailure
 from backend.jobs.models import Job
 
 TOP_N = 5
@@ -460,32 +461,6 @@ def _duration_percentile(
 # ---- failures per job -------------------------------------------------------------------------
 
 
-def _failures_of(result: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The engine's failure list from a job result (explicit and inferred)."""
-    if not result:
-        return []
-    failures = result.get("failures")
-    if failures is None:
-        # The ETT engine's shape: {"l1": {"failures": [{"ts", "kind", "attempt", ...}]}}.
-        failures = (result.get("l1") or {}).get("failures")
-    return [f for f in failures or [] if isinstance(f, dict)]
-
-
-def _failure_ts(f: dict[str, Any]) -> float | None:
-    for key in ("ts", "at", "time"):
-        v = f.get(key)
-        if isinstance(v, int | float):
-            return float(v)
-        if isinstance(v, str):
-            from datetime import datetime
-
-            try:
-                return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                return None
-    return None
-
-
 def _failures_per_job(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
     """Failures (of one kind, or any) that happened in the window, per job active in it."""
     stmt = select(
@@ -503,18 +478,17 @@ def _failures_per_job(db_session: Session, slo: SloSpec, t0: float, t1: float) -
         jobs = [j for j in jobs if j[0] in keep]
     with_failures = [j[0] for j in jobs if (j[2] or 0) > 0]
     counts: dict[str, int] = defaultdict(int)
+    # One row per failure, kept current by every recompute (backend/fleet).
     for i in range(0, len(with_failures), 500):
-        chunk = with_failures[i : i + 500]
-        for job_id, result in db_session.execute(
-            select(JobResult.job_id, JobResult.result).where(JobResult.job_id.in_(chunk))
-        ):
-            for f in _failures_of(result):
-                ts = _failure_ts(f)
-                if ts is None or not t0 <= ts < t1:
-                    continue
-                if slo.failure_kind not in (None, "any") and f.get("kind") != slo.failure_kind:
-                    continue
-                counts[job_id] += 1
+        stmt = select(FleetFailure.job_id, func.count()).where(
+            FleetFailure.job_id.in_(with_failures[i : i + 500]),
+            FleetFailure.ts >= t0,
+            FleetFailure.ts < t1,
+        )
+        if slo.failure_kind not in (None, "any"):
+            stmt = stmt.where(FleetFailure.kind == slo.failure_kind)
+        for job_id, n in db_session.execute(stmt.group_by(FleetFailure.job_id)):
+            counts[job_id] = n
     out = []
     for model, group in sorted(_group(slo, jobs, lambda j: j[1]).items(), key=_key):
         if not group:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from backend.ett.models import JobInterval, JobResult
+from backend.fleet.service import refresh_job_rollups
 from backend.jobs.models import Job, Model
 
 # (component, phase, seconds) in wall order; scheduling first, then the attempt.
@@ -82,7 +83,7 @@ def seed_job(
             nof=len(failures),
             tts_s=0.0,
             recovery_s=0.0,
-            result={"failures": list(failures)},
+            result={"l1": {"failures": list(failures)}},
         )
     )
     for b, e, component, phase in intervals:
@@ -92,6 +93,7 @@ def seed_job(
             )
         )
     s.flush()
+    refresh_job_rollups(db_session=s, job_ids=[job_id])  # as every recompute does
     return t
 
 
