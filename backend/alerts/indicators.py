@@ -102,10 +102,15 @@ def _matches_phase(slo: SloSpec, component: str, phase: str | None) -> bool:
     return phase is not None and (phase == slo.phase or phase.startswith(slo.phase + "."))
 
 
-def _clipped_rows(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[_Row]:
-    """Seconds of each (job, component, phase) inside the window, for jobs in the SLO's scope."""
+def _clipped_s(t0: float, t1: float) -> Any:
+    """An interval's seconds inside [t0, t1] (SQL)."""
     lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
     hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
+    return hi - lo
+
+
+def _clipped_rows(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[_Row]:
+    """Seconds of each (job, component, phase) inside the window, for jobs in the SLO's scope."""
     stmt = (
         select(
             JobInterval.job_id,
@@ -113,7 +118,7 @@ def _clipped_rows(db_session: Session, slo: SloSpec, t0: float, t1: float) -> li
             JobResult.gpus,
             JobInterval.component,
             JobInterval.phase,
-            func.sum(hi - lo),
+            func.sum(_clipped_s(t0, t1)),
         )
         .join(JobResult, JobResult.job_id == JobInterval.job_id)
         .where(JobInterval.end > t0, JobInterval.start < t1)
@@ -224,9 +229,7 @@ def _ett_floor(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[
 
 
 def _clipped_gpu_s(t0: float, t1: float) -> Any:
-    lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
-    hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
-    return (hi - lo) * JobResult.gpus
+    return _clipped_s(t0, t1) * JobResult.gpus
 
 
 def _phase_clause(slo: SloSpec) -> Any:
@@ -391,12 +394,7 @@ def _duration_percentile(
     db_session: Session, slo: SloSpec, t0: float, t1: float
 ) -> list[Evaluation]:
     """Percentile of each attempt's exposed time in the phase, for attempts that began it in the window."""
-    phase_clause: Any = JobInterval.component == slo.component
-    if slo.phase:
-        phase_clause = and_(
-            phase_clause,
-            or_(JobInterval.phase == slo.phase, JobInterval.phase.like(slo.phase + ".%")),
-        )
+    phase_clause = _phase_clause(slo)
     first = func.min(JobInterval.start)
     stmt = (
         select(

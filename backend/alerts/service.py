@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import case, delete, func, or_, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -791,13 +791,17 @@ def refresh_alertmanager(
         for st in firing:
             by_owner.setdefault(st.owner, []).append(st)
         plans = []
+        specs = {spec.name: spec for spec in list_slos(db_session=s)}
+        # Alertmanager resolves an alert it has not heard of for a while; keep it alive
+        # (wall-clock time: Alertmanager knows no other).
+        ttl = max(180.0, 3 * settings.alert_eval_interval_s)
         for owner, states in by_owner.items():
             chans = [c for c in channels_for(db_session=s, owner=owner) if c.kind == "alertmanager"]
             if not chans:
                 continue
             msgs = []
             for st in states:
-                spec = get_slo(db_session=s, name=st.slo_name)
+                spec = specs.get(st.slo_name)
                 if spec is None:
                     continue
                 msg = build_message(
@@ -808,9 +812,6 @@ def refresh_alertmanager(
                     ended_at=None,
                     public_url=settings.public_url,
                 )
-                # Alertmanager resolves an alert it has not heard of for a while; keep it alive
-                # (wall-clock time: Alertmanager knows no other).
-                ttl = max(180.0, 3 * settings.alert_eval_interval_s)
                 msgs.append(dataclasses.replace(msg, ends_at=time.time() + ttl))
             if msgs:
                 plans.append((chans, msgs))
@@ -885,15 +886,15 @@ def list_alerts(
         stmt = stmt.where(AlertState.model == model)
     if slo:
         stmt = stmt.where(AlertState.slo_name == slo)
-    rank = {"firing": 0, "pending": 1, "resolved": 2, "inactive": 3}
-    rows = list(db_session.scalars(stmt.limit(limit)))
-    return sorted(
-        rows,
-        key=lambda r: (
-            rank.get(r.state, 9),
-            -(r.fired_at or r.last_evaluated_at or 0.0),
-            r.fingerprint,
-        ),
+    # Ordered in SQL: the limit must keep the firing alerts, not any `limit` rows.
+    rank = case(
+        {"firing": 0, "pending": 1, "resolved": 2, "inactive": 3},
+        value=AlertState.state,
+        else_=9,
+    )
+    recent = func.coalesce(AlertState.fired_at, AlertState.last_evaluated_at, 0.0)
+    return list(
+        db_session.scalars(stmt.order_by(rank, recent.desc(), AlertState.fingerprint).limit(limit))
     )
 
 

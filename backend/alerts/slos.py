@@ -9,17 +9,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from backend.ett import catalogue
+
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 
 Indicator = Literal["gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"]
-INDICATORS: tuple[str, ...] = (
-    "gpu_time_share",
-    "duration_percentile",
-    "failures_per_job",
-    "ett_floor",
-)
 Severity = Literal["info", "warning", "critical"]
-FAILURE_KINDS = ("any", "preemption", "app_error", "infra", "induced", "unknown")
+FAILURE_KINDS = ("any", *catalogue.FAILURE_KINDS)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from backend.alerts import service
-from backend.alerts.models import AckCreate, SilenceCreate
+from backend.alerts.models import AckCreate, Silence, SilenceCreate
 from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
@@ -177,8 +177,7 @@ def delete_silence(silence_id: int, db_session: SessionDep, _: AdminAccess) -> d
     if not service.expire_silence(db_session=db_session, silence_id=silence_id):
         raise HTTPException(404, f"no silence {silence_id}")
     db_session.commit()
-    rows = [s for s in service.list_silences(db_session=db_session) if s.id == silence_id]
-    return service.silence_doc(rows[0], time.time())
+    return service.silence_doc(db_session.get(Silence, silence_id), time.time())
 
 
 @router.put("/owners/{owner}/channels/{name}")
