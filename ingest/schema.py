@@ -9,16 +9,12 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
+
 # First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
 PHASE_ROOTS = (
-    "scheduling",
-    "hardware_setup",
-    "trainer_init",
-    "checkpoint_restore",
-    "pt2_compile",
-    "shutdown",
-    "publish",
-    "custom",
+    *dict.fromkeys(entry.phase.split(".", 1)[0] for entry in CATALOGUE),
+    CUSTOM_PREFIX.rstrip("."),
 )
 TIME_FIELDS = ("ts", "start", "end", "blocking_end", "committed")
 # Latest instant we accept: year 2200. Catches milliseconds sent as seconds.
@@ -104,10 +100,17 @@ class _JobConfig(TypedDict):
     ]
 
 
-class JobSubmitted(TypedDict):
+class _Event(TypedDict):
     __pydantic_config__ = _forbid  # type: ignore[misc]
     event_id: EventId
     job_id: JobId
+
+
+class _AttemptEvent(_Event):
+    attempt: AttemptNo
+
+
+class JobSubmitted(_Event):
     type: Literal["job_submitted"]
     attempt: NotRequired[AttemptNo | None]
     ts: Time
@@ -117,44 +120,28 @@ class JobSubmitted(TypedDict):
     config: NotRequired[_JobConfig]
 
 
-class AttemptStarted(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class AttemptStarted(_AttemptEvent):
     type: Literal["attempt_started"]
-    attempt: AttemptNo
     ts: Time
     gpus: NotRequired[Gpus]
     host: NotRequired[Annotated[str, Field(strict=True, max_length=256)]]
 
 
-class Phase(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class Phase(_AttemptEvent):
     type: Literal["phase"]
-    attempt: AttemptNo
     phase: PhaseName
     start: Time
     end: Time
 
 
-class PhaseStarted(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class PhaseStarted(_AttemptEvent):
     type: Literal["phase_started"]
-    attempt: AttemptNo
     phase: PhaseName
     start: Time
 
 
-class Progress(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class Progress(_AttemptEvent):
     type: Literal["progress"]
-    attempt: AttemptNo
     start: Time
     end: Time
     cursor_start: Cursor
@@ -162,12 +149,8 @@ class Progress(TypedDict):
     steps: Count
 
 
-class Checkpoint(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class Checkpoint(_AttemptEvent):
     type: Literal["checkpoint"]
-    attempt: AttemptNo
     start: Time
     blocking_end: Time
     committed: NotRequired[Time]
@@ -176,40 +159,25 @@ class Checkpoint(TypedDict):
     ok: NotRequired[Annotated[bool, Field(strict=True)]]
 
 
-class Failure(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class Failure(_AttemptEvent):
     type: Literal["failure"]
-    attempt: AttemptNo
     ts: Time
     kind: Literal["preemption", "app_error", "infra", "induced", "unknown"]
     message: NotRequired[Annotated[str, Field(strict=True, max_length=4096)]]
 
 
-class Heartbeat(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class Heartbeat(_AttemptEvent):
     type: Literal["heartbeat"]
-    attempt: AttemptNo
     ts: Time
 
 
-class AttemptEnded(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class AttemptEnded(_AttemptEvent):
     type: Literal["attempt_ended"]
-    attempt: AttemptNo
     ts: Time
     reason: Literal["completed", "failure", "preempted", "cancelled"]
 
 
-class JobEnded(TypedDict):
-    __pydantic_config__ = _forbid  # type: ignore[misc]
-    event_id: EventId
-    job_id: JobId
+class JobEnded(_Event):
     type: Literal["job_ended"]
     attempt: NotRequired[AttemptNo | None]
     ts: Time
