@@ -28,24 +28,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 _INF = float("inf")
 
 
-def detect_attempt(environ: dict[str, str] | None = None) -> int:
-    """The attempt number from the launcher: ETT_ATTEMPT, TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT."""
+def _env_int(environ: dict[str, str] | None, names: tuple[str, ...]) -> int:
     env = os.environ if environ is None else environ
-    for name in ("ETT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"):
+    for name in names:
         value = env.get(name, "").strip()
         if value.isdigit():
             return int(value)
     return 0
+
+
+def detect_attempt(environ: dict[str, str] | None = None) -> int:
+    """The attempt number from the launcher: ETT_ATTEMPT, TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT."""
+    return _env_int(environ, ("ETT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"))
 
 
 def detect_rank(environ: dict[str, str] | None = None) -> int:
     """The global rank of this process: RANK (torchrun), else SLURM_PROCID, else 0."""
-    env = os.environ if environ is None else environ
-    for name in ("RANK", "SLURM_PROCID"):
-        value = env.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
+    return _env_int(environ, ("RANK", "SLURM_PROCID"))
 
 
 def process_start_time() -> float | None:
@@ -455,7 +454,7 @@ class Agent:
         try:
             if not self.enabled or not self.report_attempt or self._ended_reason is not None:
                 return
-            if os.getpid() != self._pid:
+            if not self._in_owner_process():
                 return  # a forked child does not end its parent's attempt
             if reason is None:
                 reason = {None: "completed", "preemption": "preempted"}.get(

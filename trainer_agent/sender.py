@@ -342,9 +342,7 @@ class Sender:
         """Send events (split as needed); raise _Retry when the API cannot take them now."""
         body = json.dumps({"events": events}, separators=(",", ":")).encode("utf-8")
         if len(body) > self.max_batch_bytes and len(events) > 1:
-            half = len(events) // 2
-            self._send(events[:half], deadline)
-            self._send(events[half:], deadline)
+            self._send_halves(events, deadline)
             return
         timeout = self.request_timeout_s
         if deadline is not None:
@@ -354,6 +352,11 @@ class Sender:
         except (OSError, http.client.HTTPException, ValueError) as err:
             raise _Retry(0.0, f"{type(err).__name__}: {err}") from None
         self._handle(answer, events, deadline)
+
+    def _send_halves(self, events: list[dict[str, Any]], deadline: float | None) -> None:
+        half = len(events) // 2
+        self._send(events[:half], deadline)
+        self._send(events[half:], deadline)
 
     def _handle(
         self, answer: Response, events: list[dict[str, Any]], deadline: float | None
@@ -379,9 +382,7 @@ class Sender:
             log.error("trainer_agent: ingest refused the token (HTTP %s): %s", status, detail)
             raise _Retry(max(answer.retry_after_s or 0.0, self.auth_backoff_s), f"HTTP {status}")
         if status in _SPLIT_STATUSES and len(events) > 1:
-            half = len(events) // 2
-            self._send(events[:half], deadline)
-            self._send(events[half:], deadline)
+            self._send_halves(events, deadline)
             return
         detail = (answer.body or {}).get("detail")
         for event in events:

@@ -228,7 +228,10 @@ class TorchHooks:
             log.exception("trainer_agent: checkpoint begin failed")
             return None
 
-    def _make_save(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_save(
+        self, original: Callable[..., Any], after_blocking: Callable[..., None]
+    ) -> Callable[..., Any]:
+        """Time a DCP save: blocking until it returns, then `after_blocking(result, span, kw)`."""
         hooks = self
 
         @functools.wraps(original)
@@ -241,30 +244,19 @@ class TorchHooks:
                     span.failed()
                 raise
             if span is not None:
-                span.blocking_done()
-                span.committed(bytes=hooks._size(kwargs))
+                span.blocking_done()  # control is back in the training loop
+                after_blocking(result, span, kwargs)
             return result
 
         return save
 
+    def _make_save(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        return self._wrap_save(
+            original, lambda _result, span, kw: span.committed(bytes=self._size(kw))
+        )
+
     def _make_async_save(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        hooks = self
-
-        @functools.wraps(original)
-        def async_save(*args: Any, **kwargs: Any) -> Any:
-            span = hooks._begin()
-            try:
-                result = original(*args, **kwargs)
-            except BaseException:
-                if span is not None:
-                    span.failed()
-                raise
-            if span is not None:
-                span.blocking_done()  # control is back in the training loop
-                hooks._on_upload_done(result, span, kwargs)
-            return result
-
-        return async_save
+        return self._wrap_save(original, self._on_upload_done)
 
     def _size(self, kwargs: dict[str, Any]) -> int | None:
         try:
