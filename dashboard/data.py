@@ -6,10 +6,10 @@ so the dashboard and the API agree. Answers are plain dicts and pandas data fram
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 from sqlalchemy.orm import Session
@@ -28,6 +28,8 @@ from dashboard.filters import Filters
 # The most jobs a table or chart asks for at once (the REST pages hold 50 by default).
 MAX_JOBS = 5_000
 MAX_MODELS = 5_000
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -58,6 +60,15 @@ def epoch(value: Any) -> float | None:
 
 def _labels(filters: Filters) -> dict[str, str] | None:
     return dict([filters.label]) if filters.label else None
+
+
+def _or_none(fn: Callable[..., T], **kw: Any) -> T | None:
+    """`fn(db_session=..., **kw)` in a fresh session, or None when it raises LookupError."""
+    with session() as s:
+        try:
+            return fn(db_session=s, **kw)
+        except LookupError:
+            return None
 
 
 # ---------------------------------------------------------------- names
@@ -101,13 +112,7 @@ def job_result(job_id: str) -> dict[str, Any] | None:
 
 def critical_path(job_id: str) -> dict[str, Any] | None:
     """Each attempt's init critical path and the fast-batch what-if, or None when not computed."""
-    with session() as s:
-        try:
-            return advice_service.critical_path(
-                db_session=s, job_id=job_id, settings=current().settings
-            )
-        except LookupError:
-            return None
+    return _or_none(advice_service.critical_path, job_id=job_id, settings=current().settings)
 
 
 def jobs_frame(
@@ -187,7 +192,6 @@ class FleetView:
     headline: dict[str, Any]
     series: pd.DataFrame
     lost_by_component: pd.DataFrame
-    lost_by_owner: pd.DataFrame
     nof: pd.DataFrame
     regressions: pd.DataFrame
     error: str | None = None
@@ -199,7 +203,6 @@ def _empty_fleet(error: str | None = None) -> FleetView:
         {"ett_pct": None, "gpu_hours_lost": 0.0, "jobs": 0, "failures": 0, "wall_gpu_h": 0.0},
         pd.DataFrame(columns=["bucket", "ett_pct", "wall_gpu_h"]),
         pd.DataFrame(columns=["bucket", "component", "gpu_h"]),
-        pd.DataFrame(columns=["owner", "gpu_h"]),
         pd.DataFrame(columns=["bucket", "kind", "failures", "jobs"]),
         pd.DataFrame(columns=["model", "before_pct", "after_pct"]),
         error,
@@ -207,11 +210,40 @@ def _empty_fleet(error: str | None = None) -> FleetView:
     )
 
 
+def _owner_components(s: Session, filters: Filters) -> pd.DataFrame:
+    by_owner = fleet_service.lost_gpu_hours(
+        db_session=s,
+        settings=current().settings,
+        start=filters.start_ts,
+        end=filters.end_ts,
+        by="owner",
+        model=filters.model,
+        owner=filters.owner,
+        labels=_labels(filters),
+    )
+    return pd.DataFrame(
+        [
+            {"owner": r["owner"], "component": c, "gpu_h": v}
+            for r in by_owner
+            for c, v in r["components"].items()
+        ],
+        columns=["owner", "component", "gpu_h"],
+    )
+
+
+def owner_components(filters: Filters) -> pd.DataFrame:
+    """Lost GPU-hours per owning team and component in the range (empty on a LookupError)."""
+    with session() as s:
+        try:
+            return _owner_components(s, filters)
+        except LookupError:
+            return _empty_fleet().owner_components
+
+
 def fleet_view(filters: Filters) -> FleetView:
     """Headline, ETT% trend, lost GPU-hours by component and owner, NoF per job, regressions."""
     scope = {"model": filters.model, "owner": filters.owner, "labels": _labels(filters)}
     span = filters.end_ts - filters.start_ts
-    settings = current().settings
     with session() as s:
         try:
             ett = fleet_service.fleet_ett(
@@ -228,14 +260,7 @@ def fleet_view(filters: Filters) -> FleetView:
                 bucket=filters.bucket,
                 **scope,
             )
-            by_owner = fleet_service.lost_gpu_hours(
-                db_session=s,
-                settings=settings,
-                start=filters.start_ts,
-                end=filters.end_ts,
-                by="owner",
-                **scope,
-            )
+            owner_components = _owner_components(s, filters)
             regressed = fleet_service.regressions(
                 db_session=s,
                 before_start=filters.start_ts - span,
@@ -273,17 +298,6 @@ def fleet_view(filters: Filters) -> FleetView:
     lost["bucket"] = (
         _bucket_dates(lost["bucket"].astype(float)) if not lost.empty else lost["bucket"]
     )
-    owners = pd.DataFrame(
-        [{"owner": r["owner"], "gpu_h": r["gpu_h"]} for r in by_owner], columns=["owner", "gpu_h"]
-    )
-    owner_components = pd.DataFrame(
-        [
-            {"owner": r["owner"], "component": c, "gpu_h": v}
-            for r in by_owner
-            for c, v in r["components"].items()
-        ],
-        columns=["owner", "component", "gpu_h"],
-    )
     nof_rows = [
         {"bucket": p["bucket"], "kind": k, "failures": n, "jobs": p["jobs"]}
         for p in failures["series"]
@@ -305,7 +319,7 @@ def fleet_view(filters: Filters) -> FleetView:
         ],
         columns=["model", "before_pct", "after_pct"],
     )
-    return FleetView(headline, series, lost, owners, nof, reg, None, owner_components)
+    return FleetView(headline, series, lost, nof, reg, None, owner_components)
 
 
 # ---------------------------------------------------------------- models
@@ -329,29 +343,21 @@ def models_table(filters: Filters) -> pd.DataFrame:
 
 def model_page(model: str, filters: Filters) -> dict[str, Any] | None:
     """One model's page answer (GET /api/v1/models/{model}), or None for an unknown model."""
-    with session() as s:
-        try:
-            return workloads_service.model_page(
-                db_session=s,
-                model=model,
-                start=filters.start_ts,
-                end=filters.end_ts,
-                bucket=filters.bucket,
-                settings=current().settings,
-            )
-        except LookupError:
-            return None
+    return _or_none(
+        workloads_service.model_page,
+        model=model,
+        start=filters.start_ts,
+        end=filters.end_ts,
+        bucket=filters.bucket,
+        settings=current().settings,
+    )
 
 
 def checkpoint_advice(model: str, filters: Filters) -> dict[str, Any] | None:
     """The model's checkpoint-interval advice (Eq. 2, Fig. 3) over the range."""
-    with session() as s:
-        try:
-            return advice_service.checkpoint_advice(
-                db_session=s, model=model, start=filters.start_ts, end=filters.end_ts
-            )
-        except LookupError:
-            return None
+    return _or_none(
+        advice_service.checkpoint_advice, model=model, start=filters.start_ts, end=filters.end_ts
+    )
 
 
 # ---------------------------------------------------------------- compare
@@ -359,43 +365,35 @@ def checkpoint_advice(model: str, filters: Filters) -> dict[str, Any] | None:
 
 def compare_pair(baseline: str, optimized: str) -> dict[str, Any] | None:
     """The paired comparison of two jobs (GET /api/v1/compare), or None if one is unknown."""
-    with session() as s:
-        try:
-            return compare_service.compare_jobs(
-                db_session=s, baseline=baseline, optimized=optimized
-            )
-        except LookupError:
-            return None
+    return _or_none(compare_service.compare_jobs, baseline=baseline, optimized=optimized)
 
 
 def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
     """Pairs chosen by label key=baseline / key=optimized (GET /api/v1/compare/pairs)."""
-    with session() as s:
-        try:
-            return compare_service.compare_by_label(
-                db_session=s,
-                baseline_label=(key, "baseline"),
-                optimized_label=(key, "optimized"),
-                model=filters.model,
-                owner=filters.owner,
-                start=filters.start_ts,
-                end=filters.end_ts,
-            )
-        except LookupError:
-            return None
+    return _or_none(
+        compare_service.compare_by_label,
+        baseline_label=(key, "baseline"),
+        optimized_label=(key, "optimized"),
+        model=filters.model,
+        owner=filters.owner,
+        start=filters.start_ts,
+        end=filters.end_ts,
+    )
 
 
 # ---------------------------------------------------------------- owners
 
 
-def alerts_view(owner: str | None, now: float) -> dict[str, list[dict[str, Any]]]:
-    """SLOs, alerts (not inactive) and silences, optionally one owner's."""
+def alerts_view(
+    owner: str | None, now: float, component: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """SLOs, alerts (not inactive) and silences, optionally one owner's (alerts: one component's)."""
     with session() as s:
         slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
         states = [
             a
             for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
-            if a.state != "inactive"
+            if a.state != "inactive" and (not component or a.component == component)
         ]
         acks = alerts_service.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
         alerts = [

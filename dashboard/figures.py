@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from backend.ett.catalogue import resolve_phase
 from dashboard.palette import (
     COMPONENT_COLORS,
     COMPONENT_LABELS,
@@ -168,33 +169,6 @@ def lost_stacked(
     return _layout(fig, title, barmode="stack", yaxis={"title": "GPU-hours lost"}, height=340)
 
 
-def lost_totals(frame: pd.DataFrame, *, by: str, title: str, top_n: int = 15) -> go.Figure:
-    """Total lost GPU-hours per key as horizontal bars (largest on top), top N plus 'other'.
-
-    Columns: <by>, gpu_h.
-    """
-    if frame.empty or float(frame["gpu_h"].sum()) <= 0:
-        return empty_figure("No lost GPU-hours in this range.")
-    data = fold_top_n(frame[[by, "gpu_h"]], by, "gpu_h", top_n).sort_values("gpu_h")
-    if by == "component":
-        colors = [component_color(str(k)) for k in data[by]]
-    else:
-        palette = owner_colors([str(k) for k in data[by]])
-        colors = [palette.get(str(k), OTHER_COLOR) for k in data[by]]
-    fig = go.Figure(
-        go.Bar(
-            x=data["gpu_h"],
-            y=[COMPONENT_LABELS.get(str(k), str(k)) for k in data[by]],
-            orientation="h",
-            marker_color=colors,
-            hovertemplate="%{y}: %{x:,.0f} GPU-h<extra></extra>",
-        )
-    )
-    return _layout(
-        fig, title, xaxis={"title": "GPU-hours lost"}, showlegend=False, height=60 + 28 * len(data)
-    )
-
-
 def lost_by_owner(frame: pd.DataFrame, *, title: str, top_n: int = 12) -> go.Figure:
     """Lost GPU-hours per owning team (largest on top), each bar stacked by component.
 
@@ -203,12 +177,8 @@ def lost_by_owner(frame: pd.DataFrame, *, title: str, top_n: int = 12) -> go.Fig
     if frame.empty or float(frame["gpu_h"].sum()) <= 0:
         return empty_figure("No lost GPU-hours in this range.")
     totals = frame.groupby("owner")["gpu_h"].sum().sort_values(ascending=False)
-    keep = set(totals.index[:top_n])
-    data = frame.assign(owner=frame["owner"].where(frame["owner"].isin(keep), "other"))
-    data = data.groupby(["owner", "component"], as_index=False)["gpu_h"].sum()
-    order = [o for o in totals.index if o in keep] + (
-        ["other"] if "other" in set(data["owner"]) else []
-    )
+    data = fold_top_n(frame[["owner", "component", "gpu_h"]], "owner", "gpu_h", top_n)
+    order = list(totals.index[:top_n]) + (["other"] if "other" in set(data["owner"]) else [])
     fig = go.Figure()
     for comp in LOST_COMPONENTS:
         part = data[data["component"] == comp]
@@ -600,7 +570,7 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
         part = spans[spans["hidden"] == hidden]
         if part.empty:
             continue
-        colors = [component_color(_phase_component(p)) for p in part["phase"]]
+        colors = [component_color(resolve_phase(p).component) for p in part["phase"]]
         fig.add_bar(
             base=part["start_s"] / 60.0,
             x=(part["end_s"] - part["start_s"]) / 60.0,
@@ -625,15 +595,6 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
     )
 
 
-def _phase_component(phase: str) -> str:
-    for comp in ("hardware_setup", "pt2_compile", "scheduling", "shutdown"):
-        if phase == comp or phase.startswith(comp + "."):
-            return comp
-    if phase == "publish":
-        return "shutdown"
-    return "trainer_init"
-
-
 def phase_hidden_work(
     phases: pd.DataFrame, *, title: str = "Phases: exposed vs hidden time (Eq. 4 fast-batch effect)"
 ) -> go.Figure:
@@ -645,7 +606,7 @@ def phase_hidden_work(
         return empty_figure("No phases recorded.")
     data = phases.assign(hidden_s=(phases["total_s"] - phases["exposed_s"]).clip(lower=0.0))
     data = data.sort_values("total_s")
-    colors = [component_color(_phase_component(p)) for p in data["phase"]]
+    colors = [component_color(resolve_phase(p).component) for p in data["phase"]]
     fig = go.Figure()
     fig.add_bar(
         x=data["exposed_s"] / 60.0,

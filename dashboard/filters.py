@@ -7,10 +7,17 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-DEFAULT_DAYS = 180
+from backend.fleet.days import DAY_S
+from backend.params import DEFAULT_DAYS
+
 BUCKETS = ("day", "week")
 # Past two months a bar per day is too thin to read: ranges this long default to weeks.
 WEEKLY_AFTER_DAYS = 62
+
+
+def auto_bucket(start: date, end: date) -> str:
+    """The bucket a range of this length gets when the URL names none."""
+    return "week" if (end - start).days >= WEEKLY_AFTER_DAYS else "day"
 
 
 def _parse_date(value: Any) -> date | None:
@@ -50,8 +57,9 @@ class Filters:
         start = _parse_date(query.get("start")) or end - timedelta(days=DEFAULT_DAYS - 1)
         if start > end:
             start, end = end, start
-        auto = "week" if (end - start).days >= WEEKLY_AFTER_DAYS else "day"
-        bucket = query.get("bucket") if query.get("bucket") in BUCKETS else auto
+        bucket = query.get("bucket")
+        if bucket not in BUCKETS:
+            bucket = auto_bucket(start, end)
         known = {"start", "end", "model", "owner", "label", "bucket"}
         extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
         return cls(
@@ -72,12 +80,12 @@ class Filters:
     @property
     def end_ts(self) -> float:
         """Range end as epoch seconds (24:00 UTC of the end day, exclusive)."""
-        return self.start_ts + ((self.end - self.start).days + 1) * 86400.0
+        return self.start_ts + ((self.end - self.start).days + 1) * DAY_S
 
     @property
     def default_bucket(self) -> str:
         """The bucket a range of this length gets when the URL names none."""
-        return "week" if (self.end - self.start).days >= WEEKLY_AFTER_DAYS else "day"
+        return auto_bucket(self.start, self.end)
 
     @property
     def label_text(self) -> str | None:

@@ -90,7 +90,7 @@ def demo(
     state = live_feed.read_state(settings.home, db_url)
     resume = state is not None and not state[1]
     if resume or _database_is_empty(database):
-        if state is not None and resume:
+        if resume:
             # Sending the same fleet again is safe: ingest drops event ids it already holds.
             spec = state[0]
             typer.echo(f"resuming the interrupted demo load into {db_url}")

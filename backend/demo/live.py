@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backend.db import Database
 from backend.demo.fleet import DAY, FleetSpec, plans
+from backend.demo.loader import batches
 from backend.demo.simulator import Event, JobPlan, cut_at, job_events
 
 log = logging.getLogger("ett.demo")
@@ -98,11 +99,9 @@ class LiveFeed(threading.Thread):
 
         events = self.due(time.time() if now is None else now)
         accepted = 0
-        for i in range(0, len(events), 10_000):
+        for batch in batches(events):
             with self.database.session() as s:
-                accepted += ingest_batch(
-                    db_session=s, events=events[i : i + 10_000], token=None
-                ).accepted
+                accepted += ingest_batch(db_session=s, events=batch, token=None).accepted
                 s.commit()
         self.sent += accepted
         return accepted

@@ -36,15 +36,13 @@ def layout(**query: Any) -> html.Div:
     bar = filter_bar(
         PREFIX, filters, path="/owners", models=data.model_names(), owners=data.owner_names()
     )
-    view = data.fleet_view(filters.with_(owner=None))
-    held = view.owner_components
+    held = data.owner_components(filters.with_(owner=None))
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
-    alerts = data.alerts_view(filters.owner, time.time())
     # An alert's link names its component: narrow the tables to it.
     component = filters.extra.get("component")
+    alerts = data.alerts_view(filters.owner, time.time(), component)
     if component:
         held_shown = held_shown[held_shown["component"] == component]
-        alerts["alerts"] = [a for a in alerts["alerts"] if a["component"] == component]
     title = "Owners" if not filters.owner else f"Owner {filters.owner}"
     body: list[Any] = [html.H1(title + (f" · {component}" if component else "")), bar]
     if held.empty:
@@ -405,9 +403,7 @@ def _act(
     except actions.ActionRefused as err:
         message, css = str(err), "ett-action-error"
     scope = scope or {}
-    alerts = data.alerts_view(scope.get("owner"), time.time())
-    if scope.get("component"):
-        alerts["alerts"] = [a for a in alerts["alerts"] if a["component"] == scope["component"]]
+    alerts = data.alerts_view(scope.get("owner"), time.time(), scope.get("component"))
     return (
         message,
         css,

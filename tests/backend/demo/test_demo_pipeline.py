@@ -115,6 +115,13 @@ def test_live_feed_sends_what_became_due_once(database, tmp_path):
     assert first > 0  # two hours of the running jobs' events
     assert feed.tick(now) == 0  # nothing new at the same instant
     assert count(database, RawEvent.event_id) == len(loaded) + first
-    assert feed.pending_jobs <= pending
+    # Ticking past a running job's job_ended sends it and stops following that job.
+    ends = {job_id: events[-1]["ts"] for job_id, (_plan, events) in feed._jobs.items()}
+    later = min(ends.values())
+    ended = {job_id for job_id, ts in ends.items() if ts <= later}
+    before = feed.pending_jobs
+    assert feed.tick(later) > 0
+    assert ended and not ended & set(feed._jobs)
+    assert feed.pending_jobs == before - len(ended)
     assert read_spec(save_spec(tmp_path, spec, database_url="x").parent, "x") == spec
     assert read_spec(tmp_path, "another database") is None
