@@ -13,6 +13,7 @@ from fastapi import HTTPException
 from fastapi.responses import Response
 
 from backend.fleet.days import DAY_S
+from backend.timefmt import rfc3339
 
 DEFAULT_DAYS = 180
 
@@ -103,8 +104,6 @@ TIME_KEYS = frozenset(
 
 def with_rfc3339(value: Any) -> Any:
     """A copy of an answer with every epoch time under a TIME_KEYS key as RFC 3339 UTC."""
-    from backend.timefmt import rfc3339
-
     if isinstance(value, dict):
         return {
             k: (

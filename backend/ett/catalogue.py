@@ -55,15 +55,6 @@ CATALOGUE: tuple[PhaseEntry, ...] = (
     PhaseEntry("publish", "shutdown", "publishing"),
 )
 
-# Owners of the parts of a job that are not phases.
-NON_PHASE_OWNERS: Mapping[str, str | None] = {
-    "effective_training": None,
-    "replay": "checkpoint",
-    "checkpoint_blocking": "checkpoint",
-    "stalled": "data",
-    "unattributed": None,
-}
-
 _BY_NAME: dict[str, PhaseEntry] = {e.phase: e for e in CATALOGUE}
 _RANK: dict[str, int] = {e.phase: i for i, e in enumerate(CATALOGUE)}
 # Families whose sub-stages (`<family>.<anything>`) inherit the family's row.
@@ -100,17 +91,6 @@ def resolve_phase(phase: str, custom_phases: Mapping[str, str] | None = None) ->
                 break
             name = name.rsplit(".", 1)[0]
     return Resolution("unattributed", False)
-
-
-def default_owner(phase: str) -> str | None:
-    """The default owning team of a phase (sub-stages inherit their family's owner)."""
-    entry = _BY_NAME.get(phase)
-    if entry is not None:
-        return entry.owner
-    for family in _FAMILIES:
-        if phase.startswith(family + "."):
-            return _BY_NAME[family].owner
-    return NON_PHASE_OWNERS.get(phase)
 
 
 def catalogue_rank(phase: str) -> int:

@@ -142,18 +142,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     # Core inserts: the ORM bulk path splits batches wherever a row's None columns differ.
     for chunk in _chunks(rows):
         db_session.execute(insert(JobInterval.__table__), chunk)
-    attempts = [
-        {
-            "job_id": job_id,
-            "attempt": a.attempt,
-            "started_at": a.started_at,
-            "ended_at": a.ended_at,
-            "reason": a.reason,
-            "host": a.host,
-            "gpus": a.gpus,
-        }
-        for a in result.attempts
-    ]
+    attempts = [{"job_id": job_id, **a.to_dict()} for a in result.attempts]
     if attempts:
         db_session.execute(insert(Attempt.__table__), attempts)
     derived: dict[str, Any] = {
@@ -178,8 +167,13 @@ def recompute_job(
     now: float | None = None,
     custom_phases: Mapping[str, str] | None = None,
     skip_locked: bool = False,
+    refresh_rollups: bool = True,
 ) -> JobETT | None:
-    """Recompute and store one job (the caller commits); None if the job is unknown or busy."""
+    """Recompute and store one job (the caller commits); None if the job is unknown or busy.
+
+    With refresh_rollups=False the caller refreshes the fleet rollups itself, in the same
+    transaction (once for a batch).
+    """
     if not _lock_job(db_session, job_id, skip_locked=skip_locked):
         return None
     seen = db_session.scalar(select(Job.updated_at).where(Job.job_id == job_id))
@@ -191,7 +185,8 @@ def recompute_job(
         custom_phases=custom_phases,
     )
     store(db_session=db_session, job_id=job_id, result=result)
-    refresh_job_rollups(db_session=db_session, job_ids=[job_id])
+    if refresh_rollups:
+        refresh_job_rollups(db_session=db_session, job_ids=[job_id])
     # Cleared only if no ingest re-marked the job since we read its events.
     db_session.execute(
         update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)
@@ -208,17 +203,21 @@ def recompute_jobs(
 ) -> int:
     """Recompute these jobs in the caller's transaction (the caller commits); returns how many had events."""
     custom = custom_phases_for(db_session=db_session, settings=settings)
+    ids = sorted(set(job_ids))
     done = 0
-    for job_id in sorted(set(job_ids)):
+    for job_id in ids:
         result = recompute_job(
             db_session=db_session,
             job_id=job_id,
             settings=settings,
             now=now,
             custom_phases=custom,
+            refresh_rollups=False,
         )
         if result is not None:
             done += 1
+    # One rollup refresh for the batch (an unknown job id has no fleet rows: a no-op for it).
+    refresh_job_rollups(db_session=db_session, job_ids=ids)
     return done
 
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.ett.catalogue import FAILURE_KINDS
+
 # Rank of each type among events at the same instant (part of the total sort key).
 TYPE_RANK: dict[str, int] = {
     "job_submitted": 0,
@@ -39,7 +41,7 @@ _TIME_FIELD: dict[str, str] = {
     "attempt_ended": "ts",
     "job_ended": "ts",
 }
-_FAILURE_KINDS = frozenset({"preemption", "app_error", "infra", "induced", "unknown"})
+_FAILURE_KINDS = frozenset(FAILURE_KINDS)
 _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
 # A phase_started is closed by a `phase` of the same attempt and name starting this close to it.
 _MATCH_TOLERANCE_S = 1e-3

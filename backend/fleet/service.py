@@ -21,6 +21,7 @@ from backend.config import Settings
 from backend.db import insert_for
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.ett.models import JobInterval, JobResult
+from backend.ett.partition import EFFECTIVE
 from backend.fleet.days import bucket_start, bucket_starts, day_start, split_by_day
 from backend.fleet.models import (
     NO_MODEL,
@@ -35,7 +36,6 @@ from backend.jobs.models import Job, Model
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
 
-EFFECTIVE = "effective_training"
 LOST_BY = ("component", "phase", "owner", "system")
 _ZERO = 1e-6
 _CHUNK = 500
@@ -322,7 +322,7 @@ def _point(components: dict[str, float]) -> dict[str, Any]:
     wall = sum(components.values())
     eff = components.get(EFFECTIVE, 0.0)
     return {
-        "ett_pct": eff / wall * 100.0 if wall > 0 else None,
+        "ett_pct": ett_pct(components),
         "wall_gpu_h": wall / 3600.0,
         "effective_gpu_h": eff / 3600.0,
         "lost_gpu_h": (wall - eff) / 3600.0,
@@ -381,18 +381,6 @@ def series_from_rows(
         total[comp] = total.get(comp, 0.0) + gpu
     series = [{"bucket": b, **_point(c)} for b, c in sorted(per.items())]
     return {"bucket": bucket, "start": start, "end": end, "series": series, "total": _point(total)}
-
-
-def series_frame(series: list[dict[str, Any]]) -> Any:
-    """A fleet_ett series as a pandas DataFrame (one column per component, GPU-hours)."""
-    import pandas as pd
-
-    rows = []
-    for p in series:
-        row = {k: v for k, v in p.items() if k != "components_gpu_h"}
-        row.update(p["components_gpu_h"])
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # ---- lost GPU-hours -------------------------------------------------------------------------
@@ -468,7 +456,7 @@ def lost_from_rows(
 # ---- regressions ----------------------------------------------------------------------------
 
 
-def _by_model(
+def by_model(
     s: Session, lo: float, hi: float, models: list[str] | None, labels: dict[str, str] | None
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = defaultdict(_empty_components)
@@ -479,7 +467,8 @@ def _by_model(
     return out
 
 
-def _ett(components: dict[str, float]) -> float | None:
+def ett_pct(components: dict[str, float]) -> float | None:
+    """Effective GPU-time as a percentage of wall GPU-time (None when there is none)."""
     wall = sum(components.values())
     return components.get(EFFECTIVE, 0.0) / wall * 100.0 if wall > 0 else None
 
@@ -501,13 +490,13 @@ def regressions(
     of wall GPU-time grew most (`driver`), by how many points, and the model's owner.
     """
     models = scope_models(db_session=db_session, owner=owner)
-    before = _by_model(db_session, before_start, before_end, models, labels)
-    after = _by_model(db_session, after_start, after_end, models, labels)
-    owners = dict(db_session.execute(select(Model.name, Model.owner)).all())
+    before = by_model(db_session, before_start, before_end, models, labels)
+    after = by_model(db_session, after_start, after_end, models, labels)
+    owners = model_owners(db_session=db_session)
     out = []
     for model, comps_a in after.items():
         comps_b = before.get(model)
-        ett_a, ett_b = _ett(comps_a), _ett(comps_b or {})
+        ett_a, ett_b = ett_pct(comps_a), ett_pct(comps_b or {})
         if comps_b is None or ett_a is None or ett_b is None or ett_a >= ett_b:
             continue
         wall_a, wall_b = sum(comps_a.values()), sum(comps_b.values())

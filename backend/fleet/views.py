@@ -5,18 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.fleet import service
-from backend.fleet.days import DAY_S
 from backend.params import (
     call_service,
     csv_response,
-    epoch,
     parse_labels,
     time_range,
     with_rfc3339,
@@ -127,10 +125,9 @@ def regressions(
     a_lo, a_hi = time_range(
         after_start, after_end, default_days=30, names=("after_start", "after_end")
     )
-    b_hi = epoch(before_end) if before_end is not None else a_lo
-    b_lo = epoch(before_start) if before_start is not None else b_hi - 30 * DAY_S
-    if b_lo >= b_hi:
-        raise HTTPException(422, "before_start must be before before_end")
+    b_lo, b_hi = time_range(
+        before_start, before_end, default_days=30, now=a_lo, names=("before_start", "before_end")
+    )
     rows = call_service(
         service.regressions,
         db_session=db_session,

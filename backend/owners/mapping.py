@@ -145,12 +145,6 @@ class Resolver:
         """The infrastructure system ('unowned' when the mapping names none)."""
         return self._lookup(component, phase)[1] or UNOWNED
 
-    def owners(self) -> set[str]:
-        """Every team the mapping names."""
-        names = {e.owner for e in self.mapping.components.values() if e.owner}
-        names |= {e.owner for e in self.mapping.phases.values() if e.owner}
-        return names
-
     def custom_phase_components(self) -> dict[str, str]:
         """`custom.*` phase -> component, in the form the ETT engine's `custom_phases` takes."""
         return {

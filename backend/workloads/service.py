@@ -11,34 +11,20 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobResult
+from backend.ett.partition import EFFECTIVE
 from backend.fleet import service as fleet
 from backend.fleet.days import day_start
 from backend.fleet.models import FleetFailure
 from backend.jobs.models import Model
 from backend.owners import service as owners_service
 
-EFFECTIVE = "effective_training"
 SORTS = ("lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name")
 JOB_LIMIT = 200
 
 
-def _ett(comps: dict[str, float]) -> float | None:
-    wall = sum(comps.values())
-    return comps.get(EFFECTIVE, 0.0) / wall * 100.0 if wall > 0 else None
-
-
-def _per_model(s: Session, start: float, end: float, models: list[str] | None) -> dict:
-    out: dict[str, dict[str, float]] = defaultdict(dict)
-    for model, comp, _w, gpu in fleet.gpu_rows(
-        db_session=s, start=start, end=end, group=("model", "component"), models=models
-    ):
-        out[model][comp] = out[model].get(comp, 0.0) + gpu
-    return out
-
-
 def _headline(now: dict[str, float], before: dict[str, float] | None) -> dict[str, Any]:
     wall = sum(now.values())
-    ett, prev = _ett(now), _ett(before or {})
+    ett, prev = fleet.ett_pct(now), fleet.ett_pct(before or {})
     lost = {c: v / 3600.0 for c, v in now.items() if c != EFFECTIVE and v > 0}
     return {
         "ett_pct": ett,
@@ -74,9 +60,9 @@ def list_models(
     models = db_session.execute(stmt.order_by(Model.name)).all()
     names = [m.name for m in models]
     span = end - start
-    now = _per_model(db_session, start, end, names)
+    now = fleet.by_model(db_session, start, end, names, None)
     # The previous window ends where the current one's first UTC day begins (no day twice).
-    before = _per_model(db_session, start - span, day_start(start), names)
+    before = fleet.by_model(db_session, start - span, day_start(start), names, None)
     jobs = dict(
         db_session.execute(
             select(JobResult.model, func.count())

@@ -221,8 +221,11 @@ def test_cli_recompute(database, post, monkeypatch):
         assert "recomputed 1 job" in result.output
         result = runner.invoke(app, ["recompute", "--job", "c1", "--job", "ghost"])
         assert result.exit_code == 1
+        assert "recomputed 1 job(s)" in result.output
+        assert "error: 1 job id(s) have no events" in result.output
         result = runner.invoke(app, ["recompute"])
         assert result.exit_code == 0
+        assert "recomputed 0 job(s)" in result.output
     finally:
         get_settings.cache_clear()
     with database.session() as s:

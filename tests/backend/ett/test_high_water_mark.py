@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from backend.ett.engine import compute_job
+from tests.backend.ett.builders import JobEvents
 
 T = 1_000.0
 
@@ -10,60 +11,17 @@ T = 1_000.0
 def test_replay_spanning_several_windows_after_restore() -> None:
     # Attempt 0 reaches cursor 1000; attempt 1 restores at 500 and replays 500..1000 over three
     # windows, passing the mark 30 s into the third window (cursor 700 -> 1200 over 50 s).
-    events = [
-        dict(event_id="s", job_id="j", type="job_submitted", attempt=None, ts=T, model="m", gpus=1),
-        dict(event_id="a0", job_id="j", type="attempt_started", attempt=0, ts=T),
-        dict(
-            event_id="p0",
-            job_id="j",
-            type="progress",
-            attempt=0,
-            start=T,
-            end=T + 100,
-            cursor_start=0,
-            cursor_end=1000,
-            steps=10,
-        ),
-        dict(event_id="f", job_id="j", type="failure", attempt=0, ts=T + 100, kind="app_error"),
-        dict(event_id="a1", job_id="j", type="attempt_started", attempt=1, ts=T + 100),
-        dict(
-            event_id="p1",
-            job_id="j",
-            type="progress",
-            attempt=1,
-            start=T + 100,
-            end=T + 150,
-            cursor_start=500,
-            cursor_end=600,
-            steps=10,
-        ),
-        dict(
-            event_id="p2",
-            job_id="j",
-            type="progress",
-            attempt=1,
-            start=T + 150,
-            end=T + 200,
-            cursor_start=600,
-            cursor_end=700,
-            steps=10,
-        ),
-        dict(
-            event_id="p3",
-            job_id="j",
-            type="progress",
-            attempt=1,
-            start=T + 200,
-            end=T + 250,
-            cursor_start=700,
-            cursor_end=1200,
-            steps=10,
-        ),
-        dict(
-            event_id="e", job_id="j", type="job_ended", attempt=None, ts=T + 250, status="succeeded"
-        ),
-    ]
-    r = compute_job(events, now=T + 1_000).to_dict()
+    j = JobEvents("j")
+    j.submitted(T, gpus=1)
+    j.started(0, T)
+    j.progress(0, T, T + 100, 0, 1000, steps=10)
+    j.failure(0, T + 100, kind="app_error")
+    j.started(1, T + 100)
+    j.progress(1, T + 100, T + 150, 500, 600, steps=10)
+    j.progress(1, T + 150, T + 200, 600, 700, steps=10)
+    j.progress(1, T + 200, T + 250, 700, 1200, steps=10)
+    j.job_ended(T + 250)
+    r = compute_job(j.events, now=T + 1_000).to_dict()
     assert r["components"]["effective_training"] == 120.0  # 100 (attempt 0) + 20 past the mark
     assert r["wasted"]["replay"] == 130.0  # 50 + 50 + 30
     # TTR runs from the failure to the next effective instant: 100 + 30 s.
