@@ -11,6 +11,7 @@ Event ids are fixed per (job, attempt, kind), so a hook that runs twice stores n
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -122,10 +123,19 @@ def job_meta(job: Mapping[str, Any]) -> JobMeta:
     return JobMeta(model=model, gpus=gpus, labels=labels, warnings=warnings)
 
 
+def event_id(ett_id: str, what: str) -> str:
+    """A fixed event id for one fact of one job, unique across jobs (at most 64 characters)."""
+    # Unique across jobs too: a server that dedupes by event id alone must not merge two jobs.
+    base = (
+        ett_id if len(ett_id) <= 40 else "slurm-" + hashlib.sha256(ett_id.encode()).hexdigest()[:20]
+    )
+    return f"{base}:{what}"[:64]
+
+
 def submitted_event(ett_id: str, submit_time: float, meta: JobMeta) -> ev.Event:
     """job_submitted at SLURM's SubmitTime (of the first submission, before any requeue)."""
     event = ev.job_submitted(ett_id, float(submit_time), meta.model, meta.gpus, meta.labels)
-    event["event_id"] = "slurm-submitted"
+    event["event_id"] = event_id(ett_id, "submitted")
     return event
 
 
@@ -134,7 +144,7 @@ def started_event(ett_id: str, attempt: int, start_time: float, gpus: int, host:
     event = ev.make_event(
         ett_id, "attempt_started", attempt, ts=float(start_time), gpus=gpus, host=host or None
     )
-    event["event_id"] = f"slurm-a{attempt}-started"
+    event["event_id"] = event_id(ett_id, f"a{attempt}-started")
     return event
 
 
@@ -171,14 +181,14 @@ def end_events(
             kind=kind,
             message=_failure_message(state, requeued, exit_code),
         )
-        failure["event_id"] = f"slurm-a{attempt}-failure"
+        failure["event_id"] = event_id(ett_id, f"a{attempt}-failure")
         out.append(failure)
     ended = ev.make_event(ett_id, "attempt_ended", attempt, ts=ts, reason=reason)
-    ended["event_id"] = f"slurm-a{attempt}-ended"
+    ended["event_id"] = event_id(ett_id, f"a{attempt}-ended")
     out.append(ended)
     if not requeued:
         job_ended = ev.job_ended(ett_id, ts, status)
-        job_ended["event_id"] = "slurm-job-ended"
+        job_ended["event_id"] = event_id(ett_id, "job-ended")
         out.append(job_ended)
     return out
 

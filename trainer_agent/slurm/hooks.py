@@ -296,7 +296,7 @@ def _never_started(
     _, _, status = convert.end_outcome(job_state, requeued=False)
     submitted = convert.submitted_event(ett_id, min(submit, end), meta)
     ended = ev.job_ended(ett_id, end, status)
-    ended["event_id"] = "slurm-job-ended"
+    ended["event_id"] = convert.event_id(ett_id, "job-ended")
     return [submitted, ended]
 
 

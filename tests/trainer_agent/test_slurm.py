@@ -1,0 +1,197 @@
+"""Jobs through a real one-node SLURM, with the integration's hooks, into a real `ett serve`.
+
+Each job's queue time, attempts, failures and end as SLURM recorded them (`scontrol show job`)
+must be what the ETT engine computed (GET /api/v1/jobs/{id}/ett).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trainer_agent.live_server import LiveServer
+from tests.trainer_agent.slurm_cluster import (
+    INSTALL_HINT,
+    SlurmCluster,
+    SlurmError,
+    missing_binaries,
+    parse_time,
+    slurm_time,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """munged + slurmctld + slurmd on their own ports and folders; fails (never skips) if absent."""
+    missing = missing_binaries()
+    if missing:
+        pytest.fail(f"SLURM is not installed here (missing: {', '.join(missing)}); {INSTALL_HINT}")
+    root = tmp_path_factory.mktemp("slurm")
+    cluster = SlurmCluster(root, hooks_dir=root / "hooks")
+    # slurmctld ignores hook scripts that are missing when it starts: install them first (the
+    # `hooks` fixture installs them again with its server's address).
+    install_hooks(cluster, [])
+    try:
+        cluster.start()
+    except SlurmError as err:
+        cluster.stop()
+        pytest.fail(f"SLURM did not start: {err}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def hooks(live: LiveServer, slurm: SlurmCluster) -> Path:
+    """The integration installed as docs/SLURM.md says, sending to this module's server."""
+    token_file = slurm.root / "ett-token"
+    token_file.write_text(live.token + "\n")
+    out = install_hooks(slurm, ["--endpoint", live.url, "--token-file", str(token_file)])
+    assert f"PrologSlurmctld={slurm.hooks_dir}/prolog_slurmctld.sh" in out
+    assert f"JobCompLoc={slurm.hooks_dir}/jobcomp.sh" in out
+    return slurm.root / "ett-slurm"
+
+
+def install_hooks(slurm: SlurmCluster, options: list[str]) -> str:
+    """`python -m trainer_agent.slurm ... install` for this cluster; returns what it printed."""
+    cmd = [sys.executable, "-m", "trainer_agent.slurm", *options]
+    cmd += ["--dir", str(slurm.root / "ett-slurm"), "--timeout", "5"]
+    cmd += ["install", "--scripts-dir", str(slurm.hooks_dir), "--slurm-conf", str(slurm.conf)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def ett_result(
+    live: LiveServer, job_id: str, status: str, timeout_s: float = 30.0
+) -> dict[str, Any]:
+    """The engine's answer for a job once it has ended with `status`."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = live.get(f"/api/v1/jobs/{job_id}/ett")
+            if last.get("status") == status and not last.get("provisional"):
+                return last
+        except urllib.error.HTTPError as err:
+            last = f"HTTP {err.code}"
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} did not end as {status!r} within {timeout_s} s: {last}")
+
+
+def hook_log(state_dir: Path) -> str:
+    """What the hooks logged, for assertion messages."""
+    path = state_dir / "ett-slurm.log"
+    return path.read_text(errors="replace")[-3000:] if path.exists() else "(no hook log)"
+
+
+def ett_id(slurm: SlurmCluster, job: str) -> str:
+    """The integration's job id scheme."""
+    return f"slurm-{slurm.cluster}-{job}"
+
+
+def test_job_that_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:
+    job = slurm.sbatch(
+        f'env | grep "^ETT_" > "{slurm.root}/env-$SLURM_JOB_ID"; sleep 2',
+        "--gpus=2",
+        "--comment=ett-model=slurm-ok ett-owner=infra",
+    )
+    rec = slurm.wait_job(job, ("COMPLETED",))
+    assert rec["Restarts"] == "0" and rec["ExitCode"] == "0:0"
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+    submit, start, end = (slurm_time(rec[k]) for k in ("SubmitTime", "StartTime", "EndTime"))
+
+    assert got["model"] == "slurm-ok"
+    assert got["gpus"] == 2
+    assert got["labels"]["owner"] == "infra" and got["labels"]["cluster"] == slurm.cluster
+    assert parse_time(got["submitted_at"]) == submit
+    assert parse_time(got["ended_at"]) == end
+    assert [a["attempt"] for a in got["attempts"]] == [0]
+    (attempt,) = got["attempts"]
+    assert parse_time(attempt["started_at"]) == start
+    assert parse_time(attempt["ended_at"]) == end
+    assert attempt["reason"] == "completed" and attempt["gpus"] == 2
+    assert got["l1"]["nof"] == 0
+    assert got["e2e_s"] == pytest.approx(end - submit)
+    assert got["components"].get("scheduling", 0.0) == pytest.approx(start - submit)
+
+    # The job's tasks report under the same ETT job, and leave its lifecycle to the scheduler.
+    exported = (slurm.root / f"env-{job}").read_text().split()
+    assert f"ETT_JOB_ID={ett_id(slurm, job)}" in exported, hook_log(hooks)
+    assert "ETT_JOB_OWNER=scheduler" in exported
+
+
+def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:
+    # The first attempt runs until requeued; the second (SLURM_RESTART_COUNT=1) finishes.
+    job = slurm.sbatch(
+        'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then sleep 2; exit 0; fi; sleep 120',
+        "--comment=ett-model=slurm-requeue",
+        "--gpus=1",
+    )
+    first = slurm.wait_job(job, ("RUNNING",))
+    time.sleep(1.5)
+    requeue_called = float(int(time.time()))
+    slurm.scontrol("requeue", job)
+    queued = slurm.wait_job(job, ("PENDING",), restarts=1)
+    # SLURM holds a requeued job back for two minutes (Reason=BeginTime); release it now.
+    time.sleep(1.0)
+    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    done = slurm.wait_job(job, ("COMPLETED",), restarts=1, timeout_s=40)
+    assert done["Restarts"] == "1" and done["ExitCode"] == "0:0"
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+
+    submit0, start0 = slurm_time(first["SubmitTime"]), slurm_time(first["StartTime"])
+    # SLURM ends the attempt when asked (jobcomp's END) and requeues it once its processes are
+    # gone (the new SubmitTime); `scontrol show job` keeps no EndTime of a requeued attempt.
+    requeued_at = slurm_time(queued["SubmitTime"])
+    start1, end = slurm_time(done["StartTime"]), slurm_time(done["EndTime"])
+    assert start0 < requeued_at < start1 < end
+
+    assert got["model"] == "slurm-requeue" and got["gpus"] == 1
+    assert parse_time(got["submitted_at"]) == submit0  # the first submission, not the requeue
+    assert parse_time(got["ended_at"]) == end
+    attempts = got["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert parse_time(attempts[0]["started_at"]) == start0
+    preempted_at = parse_time(attempts[0]["ended_at"])
+    assert requeue_called <= preempted_at <= requeued_at
+    assert attempts[0]["reason"] == "preempted"
+    assert parse_time(attempts[1]["started_at"]) == start1
+    assert parse_time(attempts[1]["ended_at"]) == end
+    assert attempts[1]["reason"] == "completed"
+    (failure,) = got["l1"]["failures"]
+    assert failure["kind"] == "preemption" and failure["attempt"] == 0
+    assert parse_time(failure["ts"]) == preempted_at
+    assert failure["inferred"] is False
+    # Queue time: before the first start, and from the requeue to the second start.
+    assert got["components"].get("scheduling", 0.0) == pytest.approx(
+        (start0 - submit0) + (start1 - preempted_at)
+    )
+    assert [w for w in got["warnings"] if "attempt" in w.get("code", "")] == []
+
+
+def test_job_that_fails(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:
+    job = slurm.sbatch("sleep 1; exit 3", "--comment=ett-model=slurm-fail,ett-gpus=8")
+    rec = slurm.wait_job(job, ("FAILED",))
+    assert rec["ExitCode"] == "3:0" and rec["Restarts"] == "0"
+    got = ett_result(live, ett_id(slurm, job), "failed")
+    submit, start, end = (slurm_time(rec[k]) for k in ("SubmitTime", "StartTime", "EndTime"))
+
+    assert got["model"] == "slurm-fail" and got["gpus"] == 8
+    assert parse_time(got["submitted_at"]) == submit
+    assert parse_time(got["ended_at"]) == end
+    (attempt,) = got["attempts"]
+    assert parse_time(attempt["started_at"]) == start
+    assert attempt["reason"] == "failure"
+    (failure,) = got["l1"]["failures"]
+    assert failure["kind"] == "app_error" and failure["inferred"] is False
+    assert parse_time(failure["ts"]) == end
+    assert "FAILED" in failure["message"] and "exit code 3:0" in failure["message"]
