@@ -155,6 +155,10 @@ class SlurmCluster:
         )
         self._daemon("slurmctld", "-f", str(self.conf))
         self._daemon("slurmd", "-f", str(self.conf))
+        self.wait_node_idle(timeout_s)
+
+    def wait_node_idle(self, timeout_s: float = 30.0) -> None:
+        """Poll sinfo until the node is idle."""
         deadline = time.monotonic() + timeout_s
         state = ""
         while time.monotonic() < deadline:
@@ -225,9 +229,9 @@ class SlurmCluster:
         )
         return out.strip().split(";")[0]
 
-    def scontrol(self, *args: str) -> str:
+    def scontrol(self, *args: str, check: bool = True) -> str:
         """Run scontrol with this cluster's configuration."""
-        return self._run("scontrol", *args)
+        return self._run("scontrol", *args, check=check)
 
     def show_job(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` as a dict of its fields (JobState, SubmitTime, Restarts, ...)."""

@@ -25,6 +25,7 @@ from tests.trainer_agent.slurm_cluster import (
     parse_time,
     slurm_time,
 )
+from trainer_agent.spool import job_spool_dir
 
 pytestmark = pytest.mark.slow
 
@@ -52,18 +53,23 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 @pytest.fixture(scope="module")
 def hooks(live: LiveServer, slurm: SlurmCluster) -> Path:
     """The integration installed as docs/SLURM.md says, sending to this module's server."""
-    token_file = slurm.root / "ett-token"
-    token_file.write_text(live.token + "\n")
-    out = install_hooks(slurm, ["--endpoint", live.url, "--token-file", str(token_file)])
+    out = install_hooks(slurm, server_options(slurm, live))
     assert f"PrologSlurmctld={slurm.hooks_dir}/prolog_slurmctld.sh" in out
     assert f"JobCompLoc={slurm.hooks_dir}/jobcomp.sh" in out
     return slurm.root / "ett-slurm"
 
 
-def install_hooks(slurm: SlurmCluster, options: list[str]) -> str:
+def server_options(slurm: SlurmCluster, live: LiveServer) -> list[str]:
+    """--endpoint and --token-file for this module's server."""
+    token_file = slurm.root / "ett-token"
+    token_file.write_text(live.token + "\n")
+    return ["--endpoint", live.url, "--token-file", str(token_file)]
+
+
+def install_hooks(slurm: SlurmCluster, options: list[str], timeout_s: float = 5.0) -> str:
     """`python -m trainer_agent.slurm ... install` for this cluster; returns what it printed."""
     cmd = [sys.executable, "-m", "trainer_agent.slurm", *options]
-    cmd += ["--dir", str(slurm.root / "ett-slurm"), "--timeout", "5"]
+    cmd += ["--dir", str(slurm.root / "ett-slurm"), "--timeout", str(timeout_s)]
     cmd += ["install", "--scripts-dir", str(slurm.hooks_dir), "--slurm-conf", str(slurm.conf)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -195,3 +201,93 @@ def test_job_that_fails(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> N
     assert failure["kind"] == "app_error" and failure["inferred"] is False
     assert parse_time(failure["ts"]) == end
     assert "FAILED" in failure["message"] and "exit code 3:0" in failure["message"]
+
+
+def test_node_failure_requeues_as_infra_failure(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    job = slurm.sbatch(
+        'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then sleep 1; exit 0; fi; sleep 120',
+        "--comment=ett-model=slurm-nodefail",
+    )
+    first = slurm.wait_job(job, ("RUNNING",))
+    time.sleep(1.0)
+    down_called = float(int(time.time()))
+    slurm.scontrol("update", f"NodeName={slurm.node}", "State=DOWN", "Reason=ett-test")
+    try:
+        queued = slurm.wait_job(job, ("PENDING",), restarts=1)
+    finally:
+        # ReturnToService=2 brings the node back once slurmd answers; RESUME if it did not yet.
+        slurm.scontrol("update", f"NodeName={slurm.node}", "State=RESUME", check=False)
+        slurm.wait_node_idle()
+    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    done = slurm.wait_job(job, ("COMPLETED",), restarts=1, timeout_s=40)
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+
+    attempts = got["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert parse_time(attempts[0]["started_at"]) == slurm_time(first["StartTime"])
+    failed_at = parse_time(attempts[0]["ended_at"])
+    assert down_called <= failed_at <= slurm_time(queued["SubmitTime"])
+    assert attempts[0]["reason"] == "failure"
+    (failure,) = got["l1"]["failures"]
+    assert failure["kind"] == "infra" and "NODE_FAIL" in failure["message"]
+    assert parse_time(attempts[1]["started_at"]) == slurm_time(done["StartTime"])
+    assert parse_time(got["ended_at"]) == slurm_time(done["EndTime"])
+
+
+def test_server_down_then_flush_and_rerun_store_each_event_once(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    # A short hook timeout while the server is down: SLURM waits for PrologSlurmctld.
+    install_hooks(slurm, server_options(slurm, live), timeout_s=1.0)
+    live.stop()
+    try:
+        job = slurm.sbatch("sleep 1", "--comment=ett-model=slurm-offline")
+        rec = slurm.wait_job(job, ("COMPLETED",))
+    finally:
+        live.start()
+        install_hooks(slurm, server_options(slurm, live))
+    spooled = list(job_spool_dir(hooks / "spool", ett_id(slurm, job)).glob("*.json"))
+    assert len(spooled) >= 2, hook_log(hooks)  # the prolog's batch and the jobcomp's batch
+
+    flush = subprocess.run(
+        [sys.executable, "-m", "trainer_agent.slurm", *server_options(slurm, live)]
+        + ["--dir", str(hooks), "flush", "--wait", "20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert flush.returncode == 0, flush.stderr
+    assert not list((hooks / "spool").glob("*/*.json"))
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+    assert parse_time(got["submitted_at"]) == slurm_time(rec["SubmitTime"])
+    assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(rec["StartTime"])
+    assert parse_time(got["ended_at"]) == slurm_time(rec["EndTime"])
+    stored = live.stored_events(ett_id(slurm, job))
+    assert sorted(e["type"] for e in stored) == [
+        "attempt_ended",
+        "attempt_started",
+        "job_ended",
+        "job_submitted",
+    ]
+
+    # SLURM (or an operator) runs both hooks again for the same job: nothing new is stored.
+    hook_env = {k: v for k, v in slurm.env.items() if not k.startswith(("ETT_", "SLURM_JOB"))}
+    prolog_env = dict(
+        hook_env, SLURM_JOB_ID=job, SLURM_JOB_RESTART_COUNT="0", SLURM_CLUSTER_NAME=slurm.cluster
+    )
+    jobcomp_env = dict(
+        hook_env,
+        JOBID=job,
+        JOBSTATE="COMPLETED",
+        START=str(int(slurm_time(rec["StartTime"]))),
+        END=str(int(slurm_time(rec["EndTime"]))),
+        EXITCODE="0:0",
+    )
+    for script, env in (("prolog_slurmctld.sh", prolog_env), ("jobcomp.sh", jobcomp_env)):
+        subprocess.run([str(slurm.hooks_dir / script)], env=env, timeout=60, check=True)
+    again = live.stored_events(ett_id(slurm, job))
+    assert sorted(e["event_id"] for e in again) == sorted(e["event_id"] for e in stored)
+    assert live.rejected_count() == 0
+    assert ett_result(live, ett_id(slurm, job), "succeeded")["attempts"] == got["attempts"]
