@@ -220,11 +220,3 @@ def _int(value: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number > 0 else None
-
-
-def exit_code_text(raw: Any) -> str:
-    """SLURM's `<exit>:<signal>` form of a raw wait status (squeue --json's exit_code)."""
-    status = _int(raw) or 0
-    if status & 0x7F:
-        return f"0:{status & 0x7F}"
-    return f"{(status >> 8) & 0xFF}:0"

@@ -1,0 +1,137 @@
+"""The SLURM integration's pure parts: conventions, outcomes, event ids, hook scripts."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainer_agent.slurm import convert, hooks, install
+
+
+def test_comment_tokens_any_separator_case_insensitive_prefix() -> None:
+    tokens = convert.parse_comment("ETT-model=llama3 ett-gpus=8,ett-owner=ranking;note=x ett-bad=")
+    assert tokens == {"model": "llama3", "gpus": "8", "owner": "ranking"}
+    assert convert.parse_comment(None) == {}
+
+
+def test_meta_from_comment_and_labels() -> None:
+    meta = convert.job_meta(
+        {
+            "job_id": 42,
+            "name": "train",
+            "cluster": "c1",
+            "partition": "gpu",
+            "comment": "ett-model=llama3 ett-gpus=16 ett-owner=ranking",
+            "tres_per_job": "gres:gpu:8",
+        }
+    )
+    assert (meta.model, meta.gpus, meta.warnings) == ("llama3", 16, [])
+    assert meta.labels == {
+        "scheduler": "slurm",
+        "cluster": "c1",
+        "partition": "gpu",
+        "slurm_job_id": "42",
+        "owner": "ranking",
+    }
+
+
+@pytest.mark.parametrize(
+    ("job", "gpus"),
+    [
+        ({"tres_alloc_str": "cpu=8,mem=1G,node=2,billing=8,gres/gpu=16"}, 16),
+        ({"tres_alloc_str": "cpu=1,gres/gpu=4,gres/gpu:a100=4"}, 4),
+        ({"tres_per_job": "gres:gpu:a100:2"}, 2),
+        ({"tres_per_job": "gres/gpu=3"}, 3),
+        ({"tres_per_node": "gres:gpu:8", "node_count": 4}, 32),
+        ({"tres_per_task": "gres:gpu:1", "tasks": 6}, 6),
+        ({"tres_per_job": "gres:gpu:a:2,gres:gpu:b:3"}, 5),
+        ({"tres_per_node": "gres:nic:1", "tres_alloc_str": "cpu=1,node=1"}, None),
+    ],
+)
+def test_gpus_from_tres(job: dict[str, object], gpus: int | None) -> None:
+    assert convert.gpus_from_tres(job) == gpus
+
+
+def test_meta_fallbacks_warn() -> None:
+    meta = convert.job_meta({"name": "wrap", "comment": "ett-gpus=zero"})
+    assert meta.model == "wrap" and meta.gpus == 1
+    assert len(meta.warnings) == 3  # model from the name, bad ett-gpus, no GPUs at all
+    assert "ett-model=<name>" in meta.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("state", "requeued", "outcome"),
+    [
+        ("COMPLETED", False, (None, "completed", "succeeded")),
+        ("CANCELLED", False, (None, "cancelled", "cancelled")),
+        ("FAILED", False, ("app_error", "failure", "failed")),
+        ("TIMEOUT", False, ("app_error", "failure", "failed")),
+        ("NODE_FAIL", False, ("infra", "failure", "failed")),
+        ("NODE_FAIL", True, ("infra", "failure", "failed")),
+        ("PENDING", True, ("preemption", "preempted", "failed")),
+        ("PREEMPTED", True, ("preemption", "preempted", "failed")),
+        ("COMPLETED", True, ("preemption", "preempted", "failed")),
+        ("SOMETHING_NEW", False, ("unknown", "failure", "failed")),
+    ],
+)
+def test_end_outcome(state: str, requeued: bool, outcome: tuple[str | None, str, str]) -> None:
+    assert convert.end_outcome(state, requeued) == outcome
+
+
+def test_end_events_ids_fixed_and_job_end_only_when_final() -> None:
+    requeue = convert.end_events("slurm-c-7", 0, "PENDING", 100.0, requeued=True)
+    assert [e["event_id"] for e in requeue] == ["slurm-c-7:a0-failure", "slurm-c-7:a0-ended"]
+    assert requeue == convert.end_events("slurm-c-7", 0, "PENDING", 100.0, requeued=True)
+    final = convert.end_events("slurm-c-7", 1, "FAILED", 200.0, requeued=False, exit_code="3:0")
+    assert [e["type"] for e in final] == ["failure", "attempt_ended", "job_ended"]
+    assert final[0]["kind"] == "app_error" and "exit code 3:0" in final[0]["message"]
+    assert final[2] == {
+        "event_id": "slurm-c-7:job-ended",
+        "job_id": "slurm-c-7",
+        "type": "job_ended",
+        "ts": 200.0,
+        "status": "failed",
+    }
+
+
+def test_event_ids_of_long_job_ids_stay_unique_and_short() -> None:
+    a, b = "x" * 100 + "1", "x" * 100 + "2"
+    ids = {convert.event_id(a, "a12-failure"), convert.event_id(b, "a12-failure")}
+    assert len(ids) == 2 and all(len(i) <= 64 for i in ids)
+
+
+def test_ended_attempt_and_requeue_detection() -> None:
+    attempts = {0: 100.0, 1: 200.0}
+    assert hooks._ended_attempt(attempts, 100.0, None, "PENDING") == 0
+    assert hooks._ended_attempt(attempts, None, None, "COMPLETED") == 1
+    assert hooks._ended_attempt({}, None, {"restart_cnt": 2}, "PENDING") == 1
+    assert hooks._ended_attempt({}, None, {"restart_cnt": 2}, "COMPLETED") == 2
+    assert hooks._requeued("PENDING", None, 0)
+    assert hooks._requeued("NODE_FAIL", {"job_state": "PENDING", "restart_cnt": 1}, 0)
+    assert not hooks._requeued("NODE_FAIL", {"job_state": "NODE_FAIL", "restart_cnt": 0}, 0)
+    assert not hooks._requeued("COMPLETED", {"job_state": "COMPLETING", "restart_cnt": 1}, 1)
+
+
+def test_shell_task_prolog_exports_the_hooks_job_id(tmp_path: Path) -> None:
+    settings = hooks.Settings(directory=tmp_path / "d", job_id_template="{cluster}/{job_id}")
+    install.install(settings, tmp_path / "scripts", "python3", None)
+    env = {"SLURM_CLUSTER_NAME": "big", "SLURM_JOB_ID": "77", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [str(tmp_path / "scripts" / install.TASK_PROLOG)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.splitlines() == hooks.task_prolog_lines(env, settings)
+    assert out.stdout.splitlines() == ["export ETT_JOB_OWNER=scheduler", "export ETT_JOB_ID=big/77"]
+
+
+def test_hook_scripts_exit_zero_even_when_python_is_broken(tmp_path: Path) -> None:
+    settings = hooks.Settings(directory=tmp_path / "d")
+    install.install(settings, tmp_path / "scripts", "/nonexistent/python", None)
+    for name in (install.PROLOG, install.JOBCOMP):
+        done = subprocess.run([str(tmp_path / "scripts" / name)], env={}, timeout=30)
+        assert done.returncode == 0  # a non-zero PrologSlurmctld would requeue or hold the job
