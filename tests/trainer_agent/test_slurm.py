@@ -291,3 +291,39 @@ def test_server_down_then_flush_and_rerun_store_each_event_once(
     assert sorted(e["event_id"] for e in again) == sorted(e["event_id"] for e in stored)
     assert live.rejected_count() == 0
     assert ett_result(live, ett_id(slurm, job), "succeeded")["attempts"] == got["attempts"]
+
+
+def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    trainer = (
+        "import time, trainer_agent\n"
+        "agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)\n"
+        "for _ in range(15):\n"
+        "    time.sleep(0.1)\n"
+        "    agent.step()\n"
+        "assert agent.close(timeout=10), 'events not delivered'\n"
+    )
+    (slurm.root / "trainer.py").write_text(trainer)
+    job = slurm.sbatch(
+        f"{sys.executable} {slurm.root}/trainer.py",
+        "--comment=ett-model=slurm-paired",
+        f"--export=ALL,ETT_ENDPOINT={live.url},ETT_TOKEN={live.token}",
+    )
+    rec = slurm.wait_job(job, ("COMPLETED", "FAILED"))
+    assert rec["JobState"] == "COMPLETED", (slurm.root / "jobs" / f"{job}.out").read_text()
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+
+    stored = live.stored_events(ett_id(slurm, job))
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for event in stored:
+        by_type.setdefault(str(event["type"]), []).append(event)
+    assert by_type["progress"], "the trainer's progress did not reach the scheduler's job"
+    # The scheduler owns the job's lifecycle: one submission, one end, from the hooks.
+    assert [e["event_id"] for e in by_type["job_submitted"]] == [f"{ett_id(slurm, job)}:submitted"]
+    assert [e["event_id"] for e in by_type["job_ended"]] == [f"{ett_id(slurm, job)}:job-ended"]
+    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0}
+    assert [a["attempt"] for a in got["attempts"]] == [0]
+    assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(rec["StartTime"])
+    assert got["model"] == "slurm-paired"
+    assert got["components"]["effective_training"] > 0
