@@ -327,3 +327,21 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(rec["StartTime"])
     assert got["model"] == "slurm-paired"
     assert got["components"]["effective_training"] > 0
+
+
+def test_job_cancelled_while_pending_is_all_queue(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    job = slurm.sbatch("sleep 1", "--hold", "--comment=ett-model=slurm-never-ran")
+    slurm.wait_job(job, ("PENDING",))
+    time.sleep(1.0)
+    subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=30)
+    rec = slurm.wait_job(job, ("CANCELLED",))
+    got = ett_result(live, ett_id(slurm, job), "cancelled")
+
+    assert got["model"] == "slurm-never-ran"
+    assert got["attempts"] == []
+    assert parse_time(got["submitted_at"]) == slurm_time(rec["SubmitTime"])
+    assert parse_time(got["ended_at"]) == slurm_time(rec["EndTime"])
+    assert got["e2e_s"] >= 1.0
+    assert got["components"].get("scheduling", 0.0) == pytest.approx(got["e2e_s"])

@@ -121,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         events = hook(os.environ, settings)
         log.info(
-            "ett-slurm: %s sent %s",
+            "ett-slurm: %s: %s",
             args.command,
-            ", ".join(e["event_id"] for e in events) or "nothing",
+            ", ".join(e["event_id"] for e in events) or "no events",
         )
     except Exception:  # noqa: BLE001 - a broken hook must not requeue or hold the job
         log.exception("ett-slurm: %s failed", args.command)

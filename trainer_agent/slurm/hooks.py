@@ -319,7 +319,8 @@ def deliver(settings: Settings, ett_id: str, events: list[ev.Event]) -> bool:
         return True
     deadline = time.monotonic() + settings.timeout_s
     spool = Spool(job_spool_dir(settings.spool_root, ett_id))
-    if not spool.write(events):
+    # Twice: another hook may remove the job's empty folder between mkdir and write.
+    if not spool.write(events) and not spool.write(events):
         log.error(
             "ett-slurm: cannot spool %d events of %s in %s", len(events), ett_id, spool.directory
         )
@@ -354,7 +355,11 @@ def _send_spool(settings: Settings, spool: Spool, deadline: float) -> bool:
     )
     delivered = sender.flush(left)
     sender.close(0.5)
-    return delivered and not spool.pending_files()
+    if delivered and not spool.pending_files():
+        with contextlib.suppress(OSError):
+            spool.directory.rmdir()  # only when empty: keeps flush_all's scan short
+        return True
+    return False
 
 
 def flush_all(settings: Settings, deadline: float) -> bool:
