@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.trainer_agent.live_server import LiveServer
+from tests.trainer_agent.live_server import LiveServer, free_port
 from tests.trainer_agent.slurm_cluster import (
     INSTALL_HINT,
     SlurmCluster,
@@ -37,6 +38,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     if missing:
         pytest.fail(f"SLURM is not installed here (missing: {', '.join(missing)}); {INSTALL_HINT}")
     root = tmp_path_factory.mktemp("slurm")
+    if len(str(root)) > 60:  # slurmd and munged put Unix sockets in here (108-byte paths)
+        root = Path(tempfile.mkdtemp(prefix="ett-slurm-"))
     cluster = SlurmCluster(root, hooks_dir=root / "hooks")
     # slurmctld ignores hook scripts that are missing when it starts: install them first (the
     # `hooks` fixture installs them again with its server's address).
@@ -239,15 +242,18 @@ def test_node_failure_requeues_as_infra_failure(
 def test_server_down_then_flush_and_rerun_store_each_event_once(
     slurm: SlurmCluster, hooks: Path, live: LiveServer
 ) -> None:
-    # A short hook timeout while the server is down: SLURM waits for PrologSlurmctld.
-    install_hooks(slurm, server_options(slurm, live), timeout_s=1.0)
-    live.stop()
+    # The hooks' server is down (nothing listens at its address) for the job's whole life; a
+    # short hook timeout, since SLURM waits for PrologSlurmctld.
+    down = server_options(slurm, live)
+    down[1] = f"http://127.0.0.1:{free_port()}"
+    install_hooks(slurm, down, timeout_s=1.0)
     try:
         job = slurm.sbatch("sleep 1", "--comment=ett-model=slurm-offline")
         rec = slurm.wait_job(job, ("COMPLETED",))
     finally:
-        live.start()
         install_hooks(slurm, server_options(slurm, live))
+    with pytest.raises(urllib.error.HTTPError):
+        live.get(f"/api/v1/jobs/{ett_id(slurm, job)}/ett")  # nothing reached the server
     spooled = list(job_spool_dir(hooks / "spool", ett_id(slurm, job)).glob("*.json"))
     assert len(spooled) >= 2, hook_log(hooks)  # the prolog's batch and the jobcomp's batch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 from pathlib import Path
 
 import trainer_agent
@@ -60,6 +61,9 @@ def install(settings: Settings, scripts_dir: Path, python: str, slurm_conf: str 
         env["ETT_TOKEN"] = settings.token
     if settings.cluster:
         env["ETT_SLURM_CLUSTER"] = settings.cluster
+    squeue = shutil.which(settings.squeue)
+    if squeue:  # slurmctld gives its hooks a minimal PATH
+        env["ETT_SLURM_SQUEUE"] = squeue
     if slurm_conf:
         env["SLURM_CONF"] = slurm_conf
     env_file = scripts_dir / ENV_FILE
