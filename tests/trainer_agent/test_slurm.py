@@ -302,21 +302,34 @@ def test_server_down_then_flush_and_rerun_store_each_event_once(
 def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     slurm: SlurmCluster, hooks: Path, live: LiveServer
 ) -> None:
+    # A real trainer agent in the job: the first attempt trains until SLURM requeues it
+    # (SIGTERM), the second trains 1.5 s and ends.
     trainer = (
-        "import time, trainer_agent\n"
+        "import os, time, trainer_agent\n"
         "agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)\n"
-        "for _ in range(15):\n"
+        "steps = 15 if os.environ.get('SLURM_RESTART_COUNT', '0') != '0' else 1200\n"
+        "for _ in range(steps):\n"
         "    time.sleep(0.1)\n"
         "    agent.step()\n"
         "assert agent.close(timeout=10), 'events not delivered'\n"
     )
     (slurm.root / "trainer.py").write_text(trainer)
     job = slurm.sbatch(
-        f"{sys.executable} {slurm.root}/trainer.py",
+        f"exec {sys.executable} {slurm.root}/trainer.py",
         "--comment=ett-model=slurm-paired",
         f"--export=ALL,ETT_ENDPOINT={live.url},ETT_TOKEN={live.token}",
     )
-    rec = slurm.wait_job(job, ("COMPLETED", "FAILED"))
+    first = slurm.wait_job(job, ("RUNNING",))
+    deadline = time.monotonic() + 30
+    while not any(
+        e["type"] == "progress" for e in live.stored_events(ett_id(slurm, job))
+    ):  # the trainer is up and training
+        assert time.monotonic() < deadline, (slurm.root / "jobs" / f"{job}.out").read_text()
+        time.sleep(0.2)
+    slurm.scontrol("requeue", job)
+    slurm.wait_job(job, ("PENDING",), restarts=1)
+    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    rec = slurm.wait_job(job, ("COMPLETED", "FAILED"), restarts=1, timeout_s=40)
     assert rec["JobState"] == "COMPLETED", (slurm.root / "jobs" / f"{job}.out").read_text()
     got = ett_result(live, ett_id(slurm, job), "succeeded")
 
@@ -324,13 +337,17 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     by_type: dict[str, list[dict[str, Any]]] = {}
     for event in stored:
         by_type.setdefault(str(event["type"]), []).append(event)
-    assert by_type["progress"], "the trainer's progress did not reach the scheduler's job"
+    trainer_progress = {e["attempt"] for e in by_type.get("progress", [])}
+    assert trainer_progress == {0, 1}, "the trainer's progress did not reach the scheduler's job"
     # The scheduler owns the job's lifecycle: one submission, one end, from the hooks.
     assert [e["event_id"] for e in by_type["job_submitted"]] == [f"{ett_id(slurm, job)}:submitted"]
     assert [e["event_id"] for e in by_type["job_ended"]] == [f"{ett_id(slurm, job)}:job-ended"]
-    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0}
-    assert [a["attempt"] for a in got["attempts"]] == [0]
-    assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(rec["StartTime"])
+    # Both sides number attempts alike (SLURM_RESTART_COUNT): two attempts, not three or four.
+    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0, 1}
+    assert [a["attempt"] for a in got["attempts"]] == [0, 1]
+    assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(first["StartTime"])
+    assert parse_time(got["attempts"][1]["started_at"]) == slurm_time(rec["StartTime"])
+    assert [f["kind"] for f in got["l1"]["failures"]] == ["preemption"]
     assert got["model"] == "slurm-paired"
     assert got["components"]["effective_training"] > 0
 
