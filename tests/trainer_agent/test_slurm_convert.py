@@ -135,3 +135,14 @@ def test_hook_scripts_exit_zero_even_when_python_is_broken(tmp_path: Path) -> No
     for name in (install.PROLOG, install.JOBCOMP):
         done = subprocess.run([str(tmp_path / "scripts" / name)], env={}, timeout=30)
         assert done.returncode == 0  # a non-zero PrologSlurmctld would requeue or hold the job
+
+
+def test_cluster_fallback_is_the_same_in_shell_and_python(tmp_path: Path) -> None:
+    settings = hooks.Settings(directory=tmp_path / "d", cluster="west")
+    install.install(settings, tmp_path / "scripts", "python3", None)
+    env = {"SLURM_JOB_ID": "9", "PATH": "/usr/bin:/bin"}  # SLURM did not say its cluster
+    out = subprocess.run(
+        [str(tmp_path / "scripts" / install.TASK_PROLOG)], env=env, capture_output=True, text=True
+    )
+    assert out.stdout.splitlines() == hooks.task_prolog_lines(env, settings)
+    assert "export ETT_JOB_ID=slurm-west-9" in out.stdout.splitlines()

@@ -179,7 +179,8 @@ def prolog_slurmctld(environ: Mapping[str, str], settings: Settings) -> list[ev.
         }
     cluster = environ.get("SLURM_CLUSTER_NAME") or settings.cluster or str(job.get("cluster") or "")
     job.setdefault("cluster", cluster)
-    state = load_state(settings, slurm_id)
+    # A first start begins afresh: a state file of the same id is from an older job (ids wrap).
+    state = load_state(settings, slurm_id) if attempt > 0 else {}
     ett_id = state.get("ett_job_id") or convert.ett_job_id(
         cluster, slurm_id, settings.job_id_template
     )
@@ -227,7 +228,7 @@ def jobcomp(environ: Mapping[str, str], settings: Settings) -> list[ev.Event]:
     start = _number(environ.get("START"))
     state = load_state(settings, slurm_id)
     job = query_job(slurm_id, settings.squeue)
-    cluster = settings.cluster or str((job or {}).get("cluster") or environ.get("CLUSTER") or "")
+    cluster = str((job or {}).get("cluster") or environ.get("CLUSTER") or settings.cluster or "")
     ett_id = state.get("ett_job_id") or convert.ett_job_id(
         cluster, slurm_id, settings.job_id_template
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from pathlib import Path
@@ -28,9 +29,10 @@ def _hook_script(env_file: Path, python: str, command: str, log_file: Path) -> s
     )
 
 
-def task_prolog_script(template: str) -> str:
+def task_prolog_script(template: str, cluster: str = "") -> str:
     """A shell TaskProlog printing the same ETT job id as the hooks (no Python per task)."""
-    shell_id = template.replace("{cluster}", "${SLURM_CLUSTER_NAME:-slurm}").replace(
+    fallback = re.sub(r"[^A-Za-z0-9_.-]", "_", cluster) or "slurm"
+    shell_id = template.replace("{cluster}", "${SLURM_CLUSTER_NAME:-" + fallback + "}").replace(
         "{job_id}", "${SLURM_JOB_ID}"
     )
     return (
@@ -78,7 +80,7 @@ def install(settings: Settings, scripts_dir: Path, python: str, slurm_conf: str 
         PROLOG: _hook_script(env_file, python, "prolog-slurmctld", log_file),
         JOBCOMP: _hook_script(env_file, python, "jobcomp", log_file),
         TASK_PROLOG: task_prolog_script(
-            settings.job_id_template or convert.DEFAULT_JOB_ID_TEMPLATE
+            settings.job_id_template or convert.DEFAULT_JOB_ID_TEMPLATE, settings.cluster
         ),
     }
     for name, text in scripts.items():
