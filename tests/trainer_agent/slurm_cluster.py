@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import re
 import shutil
@@ -98,7 +99,7 @@ class SlurmCluster:
             f"SlurmctldHost={self.node}(127.0.0.1)",
             f"SlurmctldPort={_free_port()}",
             f"SlurmdPort={_free_port()}",
-            "SlurmUser=root",
+            f"SlurmUser={getpass.getuser()}",  # root in CI; slurmd must be root to run jobs
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",

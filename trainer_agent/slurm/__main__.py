@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             args.command,
             ", ".join(e["event_id"] for e in events) or "no events",
         )
+    except ValueError as err:  # run outside SLURM, or SLURM gave no job
+        log.error("ett-slurm: %s: %s", args.command, err)
     except Exception:  # noqa: BLE001 - a broken hook must not requeue or hold the job
         log.exception("ett-slurm: %s failed", args.command)
     return 0
