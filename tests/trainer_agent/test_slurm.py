@@ -235,6 +235,8 @@ def test_node_failure_requeues_as_infra_failure(
     assert attempts[0]["reason"] == "failure"
     (failure,) = got["l1"]["failures"]
     assert failure["kind"] == "infra" and "NODE_FAIL" in failure["message"]
+    assert got["gpus"] == 1  # it asked for none: counted as 1, with a warning in the hook log
+    assert f"job {job}: the job requested no GPUs" in hook_log(hooks)
     assert parse_time(attempts[1]["started_at"]) == slurm_time(done["StartTime"])
     assert parse_time(got["ended_at"]) == slurm_time(done["EndTime"])
 

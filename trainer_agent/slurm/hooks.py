@@ -43,6 +43,7 @@ class Settings:
     job_id_template: str = convert.DEFAULT_JOB_ID_TEMPLATE
     cluster: str = ""
     squeue: str = "squeue"
+    spool_max_bytes: int = 64 * 1024 * 1024
 
     @property
     def spool_root(self) -> Path:
@@ -74,6 +75,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         job_id_template=env.get("ETT_SLURM_JOB_ID_TEMPLATE") or convert.DEFAULT_JOB_ID_TEMPLATE,
         cluster=env.get("ETT_SLURM_CLUSTER", ""),
         squeue=env.get("ETT_SLURM_SQUEUE") or "squeue",
+        spool_max_bytes=int(env.get("ETT_SPOOL_MAX_BYTES") or 64 * 1024 * 1024),
     )
 
 
@@ -319,7 +321,7 @@ def deliver(settings: Settings, ett_id: str, events: list[ev.Event]) -> bool:
     if not events:
         return True
     deadline = time.monotonic() + settings.timeout_s
-    spool = Spool(job_spool_dir(settings.spool_root, ett_id))
+    spool = Spool(job_spool_dir(settings.spool_root, ett_id), max_bytes=settings.spool_max_bytes)
     # Twice: another hook may remove the job's empty folder between mkdir and write.
     if not spool.write(events) and not spool.write(events):
         log.error(
@@ -374,7 +376,7 @@ def flush_all(settings: Settings, deadline: float) -> bool:
         return True
     clean = True
     for folder in folders:
-        spool = Spool(folder.path)
+        spool = Spool(folder.path, max_bytes=settings.spool_max_bytes)
         if not spool.pending_files() and not spool.recover():
             continue
         if not _send_spool(settings, spool, deadline):
