@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.trainer_agent.fake_ingest import FakeIngest
+from tests.trainer_agent.live_server import free_port
 from trainer_agent.slurm import convert, hooks, install
 
 
@@ -146,3 +149,25 @@ def test_cluster_fallback_is_the_same_in_shell_and_python(tmp_path: Path) -> Non
     )
     assert out.stdout.splitlines() == hooks.task_prolog_lines(env, settings)
     assert "export ETT_JOB_ID=slurm-west-9" in out.stdout.splitlines()
+
+
+def test_outage_costs_one_timeout_then_hooks_only_spool(
+    tmp_path: Path, fake_ingest: FakeIngest
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    settings = hooks.Settings(endpoint=dead, token="secret", directory=tmp_path, timeout_s=1.0)
+    first = convert.end_events("slurm-c-1", 0, "COMPLETED", 10.0, requeued=False)
+    assert not hooks.deliver(settings, "slurm-c-1", first)
+    assert hooks.server_marked_down(settings)
+    began = time.monotonic()
+    second = convert.end_events("slurm-c-2", 0, "FAILED", 20.0, requeued=False)
+    assert not hooks.deliver(settings, "slurm-c-2", second)
+    assert time.monotonic() - began < 0.5  # no second timeout while marked down
+    assert len(list((tmp_path / "spool").glob("*/*.json"))) == 2
+
+    # The server is back (here: at another address); flush ignores the mark and clears it.
+    settings.endpoint = fake_ingest.url
+    assert hooks.flush_all(settings, time.monotonic() + 10)
+    assert sorted(fake_ingest.events) == sorted(e["event_id"] for e in first + second)
+    assert not list((tmp_path / "spool").glob("*/*.json"))
+    assert not settings.down_marker.exists()

@@ -29,6 +29,8 @@ log = logging.getLogger("trainer_agent.slurm")
 
 DEFAULT_DIR = "/var/spool/ett-slurm"
 STATE_MAX_AGE_S = 30 * 24 * 3600.0
+# After a failed send, hooks only spool for this long before one tries the server again.
+DOWN_RETRY_S = 30.0
 
 
 @dataclass
@@ -49,6 +51,11 @@ class Settings:
     def spool_root(self) -> Path:
         """The agent spool root (one folder per ETT job inside)."""
         return self.directory / "spool"
+
+    @property
+    def down_marker(self) -> Path:
+        """Touched when a hook could not reach the server; removed when one could."""
+        return self.directory / "server-down"
 
     @property
     def state_dir(self) -> Path:
@@ -332,6 +339,16 @@ def deliver(settings: Settings, ett_id: str, events: list[ev.Event]) -> bool:
             "ett-slurm: ETT_ENDPOINT is not set; %d events wait in %s", len(events), spool.directory
         )
         return False
+    if server_marked_down(settings):
+        # Another hook just failed to reach the server: spool only, so that an outage costs
+        # SLURM one hook timeout per DOWN_RETRY_S, not one per job start and end.
+        log.warning(
+            "ett-slurm: ETT server marked down (%s); %s's events wait in %s",
+            settings.down_marker,
+            ett_id,
+            spool.directory,
+        )
+        return False
     delivered = _send_spool(settings, spool, deadline)
     if delivered:
         flush_all(settings, deadline)  # the server answers: send what earlier hooks left behind
@@ -343,6 +360,25 @@ def deliver(settings: Settings, ett_id: str, events: list[ev.Event]) -> bool:
             spool.directory,
         )
     return delivered
+
+
+def server_marked_down(settings: Settings) -> bool:
+    """True while a hook failed to reach the server less than DOWN_RETRY_S ago."""
+    try:
+        if settings.down_marker.read_text(encoding="utf-8").strip() != settings.endpoint:
+            return False  # marked for another address
+        return time.time() - settings.down_marker.stat().st_mtime < DOWN_RETRY_S
+    except OSError:
+        return False
+
+
+def _mark_server(settings: Settings, up: bool) -> None:
+    with contextlib.suppress(OSError):
+        if up:
+            settings.down_marker.unlink(missing_ok=True)
+        else:
+            settings.down_marker.parent.mkdir(parents=True, exist_ok=True)
+            settings.down_marker.write_text(settings.endpoint + "\n")
 
 
 def _send_spool(settings: Settings, spool: Spool, deadline: float) -> bool:
@@ -358,6 +394,8 @@ def _send_spool(settings: Settings, spool: Spool, deadline: float) -> bool:
     )
     delivered = sender.flush(left)
     sender.close(0.5)
+    answered = sender.stats.sent + sender.stats.duplicates + sender.stats.rejected
+    _mark_server(settings, up=answered > 0 or delivered)
     if delivered and not spool.pending_files():
         with contextlib.suppress(OSError):
             spool.directory.rmdir()  # only when empty: keeps flush_all's scan short
