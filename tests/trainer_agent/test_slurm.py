@@ -6,6 +6,7 @@ must be what the ETT engine computed (GET /api/v1/jobs/{id}/ett).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     if missing:
         pytest.fail(f"SLURM is not installed here (missing: {', '.join(missing)}); {INSTALL_HINT}")
     root = tmp_path_factory.mktemp("slurm")
-    if len(str(root)) > 60:  # slurmd and munged put Unix sockets in here (108-byte paths)
+    own_root = len(str(root)) > 60  # slurmd and munged put Unix sockets in here (108-byte paths)
+    if own_root:
         root = Path(tempfile.mkdtemp(prefix="ett-slurm-"))
     cluster = SlurmCluster(root, hooks_dir=root / "hooks")
     # slurmctld ignores hook scripts that are missing when it starts: install them first (the
@@ -51,6 +53,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         pytest.fail(f"SLURM did not start: {err}")
     yield cluster
     cluster.stop()
+    if own_root:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +208,7 @@ def test_job_that_fails(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> N
     assert failure["kind"] == "app_error" and failure["inferred"] is False
     assert parse_time(failure["ts"]) == end
     assert "FAILED" in failure["message"] and "exit code 3:0" in failure["message"]
+    assert got["components"].get("scheduling", 0.0) == pytest.approx(start - submit)
 
 
 def test_node_failure_requeues_as_infra_failure(
