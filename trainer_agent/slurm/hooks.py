@@ -78,12 +78,23 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         token=token,
         token_file=token_file or None,
         directory=Path(env.get("ETT_SLURM_DIR") or DEFAULT_DIR),
-        timeout_s=float(env.get("ETT_SLURM_TIMEOUT_S") or 3.0),
+        timeout_s=_env_number(env, "ETT_SLURM_TIMEOUT_S", 3.0),
         job_id_template=env.get("ETT_SLURM_JOB_ID_TEMPLATE") or convert.DEFAULT_JOB_ID_TEMPLATE,
         cluster=env.get("ETT_SLURM_CLUSTER", ""),
         squeue=env.get("ETT_SLURM_SQUEUE") or "squeue",
-        spool_max_bytes=int(env.get("ETT_SPOOL_MAX_BYTES") or 64 * 1024 * 1024),
+        spool_max_bytes=int(_env_number(env, "ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024)),
     )
+
+
+def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        log.error("ett-slurm: %s=%r is not a number; using %s", name, raw, default)
+        return default
 
 
 # ---- SLURM's record ---------------------------------------------------------------------------
@@ -284,7 +295,10 @@ def _requeued(job_state: str, job: Mapping[str, Any] | None, attempt: int) -> bo
         return True
     if job is None:
         return False
-    current = str(job.get("job_state") or "").upper()
+    current = job.get("job_state") or ""
+    if isinstance(current, list):  # SLURM 23.02+: a list of state flags, base state first
+        current = current[0] if current else ""
+    current = str(current).upper()
     restarts = int(_number(job.get("restart_cnt")) or 0)
     return restarts > attempt or current in convert.ALIVE_STATES
 
