@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS, DAY_S, JobObservation, fit_inputs
+from backend.planner.fit import DAY_S, DEFAULT_HALF_LIFE_DAYS, JobObservation, fit_inputs
 from backend.planner.fit import measured_ett_pct as measured_pct
 from backend.planner.model import COLD_PARTS, RECOVERY_PARTS, Change, predict, what_if
 
