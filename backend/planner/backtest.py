@@ -7,7 +7,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.planner.fit import DAY_S, DEFAULT_HALF_LIFE_DAYS, JobObservation, fit_inputs
+from backend.demo.fleet import FleetSpec, plans
+from backend.demo.simulator import cut_at, job_events
+from backend.ett.engine import compute_job
+from backend.planner.fit import (
+    DAY_S,
+    DEFAULT_HALF_LIFE_DAYS,
+    JobObservation,
+    fit_inputs,
+    observe_job,
+)
 from backend.planner.fit import measured_ett_pct as measured_pct
 from backend.planner.model import COLD_PARTS, RECOVERY_PARTS, Change, predict, what_if
 
@@ -144,3 +153,32 @@ def pair_backtest(
             )
         )
     return out
+
+
+def demo_observations(spec: FleetSpec) -> list[JobObservation]:
+    """Every finished job of a demo fleet through the ETT engine, as planner observations."""
+    out = []
+    for plan in plans(spec):
+        if plan.submitted_at > spec.now:
+            continue
+        result = compute_job(cut_at(job_events(plan), spec.now), now=spec.now)
+        if result.provisional:
+            continue
+        d = result.to_dict(with_intervals=True)
+        rows = [
+            (i["start"], i["end"], i["attempt"], i["component"], i["phase"]) for i in d["intervals"]
+        ]
+        out.append(observe_job(d, rows, {"checkpoint_interval_s": plan.ckpt_interval_s}))
+    return out
+
+
+def demo_pairs(jobs: Sequence[JobObservation]) -> list[tuple[str, JobObservation, JobObservation]]:
+    """The demo's benchmark pairs: (model, baseline, optimized) for every model with both."""
+    by_id = {j.job_id: j for j in jobs}
+    out = []
+    for j in jobs:
+        if j.job_id.endswith("-baseline") and j.model:
+            twin = by_id.get(j.job_id.removesuffix("-baseline") + "-optimized")
+            if twin is not None:
+                out.append((j.model, j, twin))
+    return sorted(out, key=lambda p: p[0])
