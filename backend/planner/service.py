@@ -131,6 +131,23 @@ def inputs_dict(inputs: ModelInputs, fit: Fit) -> dict[str, Any]:
     }
 
 
+def inputs_from_dict(d: dict[str, Any]) -> ModelInputs:
+    """ModelInputs back from `inputs_dict` (the dashboard's what-if sliders recompute from it)."""
+    return ModelInputs(
+        gpus=int(d["gpus"]),
+        effective_s=float(d["effective_s"]),
+        failure_rate_per_gpu_h=dict(d["failure_rate_per_gpu_h"]),
+        cold_start_s=dict(d["cold_start_s"]),
+        recovery_s=dict(d["recovery_s"]),
+        csbt_s=float(d["csbt_s"]),
+        interval_s=float(d["interval_s"]),
+        final_shutdown_s=float(d["final_shutdown_s"]),
+        stall_s_per_h=float(d["stall_s_per_h"]),
+        other_in_loop_s_per_h=dict(d["other_in_loop_s_per_h"]),
+        jobs_per_day=float(d["jobs_per_day"]),
+    )
+
+
 def prediction_dict(p: Prediction, measured_ett_pct: float | None) -> dict[str, Any]:
     """A prediction as the REST answer shows it."""
     return {

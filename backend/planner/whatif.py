@@ -38,6 +38,18 @@ LEVER_OWNER_KEY: dict[str, tuple[str, str | None]] = {
 }
 P25_LEVERS: tuple[str, ...] = (*COLD_PARTS, "teardown", "checkpoint_restore", "shutdown")
 COMPILE_CACHE_CUT = 0.8
+LEVER_LABELS: dict[str, str] = {
+    "scheduling": "Queue wait (scheduling)",
+    "teardown": "Failed-attempt teardown",
+    "hardware_setup": "Hardware setup",
+    "trainer_init": "Trainer init",
+    "checkpoint_restore": "Checkpoint restore",
+    "pt2_compile": "PT2 compile",
+    "shutdown": "Final shutdown / publish",
+}
+# Failures a benchmark causes on purpose are nobody's opportunity.
+NOT_A_LEVER_KINDS = frozenset({"induced"})
+SEVERAL = "several teams"
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,7 @@ def standard_what_ifs(
             )
         )
     for kind, rate in sorted(inputs.failure_rate_per_gpu_h.items()):
-        if rate > 0:
+        if rate > 0 and kind not in NOT_A_LEVER_KINDS:
             out.append(
                 WhatIf(
                     f"{kind}_failures_halved",
@@ -183,6 +195,8 @@ def standard_what_ifs(
 
 def owner_of_lever(lever: str, owner_of: OwnerOf) -> str:
     """The team that owns a lever, from the owners mapping."""
+    if lever in ("failures", "gpus"):
+        return SEVERAL
     key = LEVER_OWNER_KEY.get(lever)
     return owner_of(*key) if key else "unowned"
 
