@@ -298,6 +298,7 @@ def fit_inputs(
         / sum(x * h for x, h in zip(w, hours, strict=True))
         for k in sorted(other_keys)
     }
+    warnings.extend(drift_warnings(done, end=end, window_days=window_days))
     if len(done) < MIN_JOBS:
         warnings.append(f"the fit rests on {len(done)} job(s) (fewer than {MIN_JOBS})")
     if n_fail < MIN_FAILURES:
@@ -335,6 +336,51 @@ def fit_inputs(
         interval_source=source,
         warnings=warnings,
     )
+
+
+DRIFT_RATIO = 1.5
+DRIFT_MIN_JOBS = 3
+# The part of the window compared with the rest for drift.
+DRIFT_RECENT_SHARE = 0.25
+
+
+def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: float) -> list[str]:
+    """Warn when the window's last quarter differs from the rest by a factor of 1.5 or more in
+    cold start, failures per GPU-hour or final shutdown: a rollout or a regression inside the
+    window, which the recency-weighted fit follows (and so assumes persists)."""
+    cut = end - window_days * DRIFT_RECENT_SHARE * DAY_S
+    recent = [j for j in jobs if j.submitted_at >= cut]
+    earlier = [j for j in jobs if j.submitted_at < cut]
+    if len(recent) < DRIFT_MIN_JOBS or len(earlier) < DRIFT_MIN_JOBS:
+        return []
+
+    def cold(js: Sequence[JobObservation]) -> float:
+        return statistics.fmean(sum(j.cold_start_s.values()) for j in js)
+
+    def fails(js: Sequence[JobObservation]) -> float:
+        gpu_h = sum(j.gpus * j.effective_s for j in js) / HOUR_S
+        return sum(len(j.failures) for j in js) / gpu_h if gpu_h > 0 else 0.0
+
+    def shutdown(js: Sequence[JobObservation]) -> float:
+        return statistics.fmean(j.final_shutdown_s for j in js)
+
+    days = window_days * DRIFT_RECENT_SHARE
+    out = []
+    counted = min(sum(len(j.failures) for j in js) for js in (recent, earlier))
+    checks = [("cold start", cold), ("final shutdown", shutdown)]
+    if counted >= MIN_FAILURES:
+        checks.append(("failure rate", fails))
+    for name, fn in checks:
+        a, b = fn(recent), fn(earlier)
+        if a <= 0 or b <= 0:
+            continue
+        ratio = a / b
+        if ratio >= DRIFT_RATIO or ratio <= 1.0 / DRIFT_RATIO:
+            out.append(
+                f"{name} over the last {days:.0f} days is {ratio:.2f}x the earlier jobs': the fit "
+                "follows the recent jobs, so the prediction assumes this change lasts"
+            )
+    return out
 
 
 def measured_ett_pct(jobs: Sequence[JobObservation]) -> float | None:

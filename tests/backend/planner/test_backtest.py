@@ -63,3 +63,24 @@ def test_paired_what_if_predicts_the_optimized_job(jobs):
     # With the replay predicted as UTT = tau / 2 instead (the induced failures are not random).
     utt = pair_backtest(pairs, replay="utt")
     assert max(r.abs_error_pp for r in utt) < 6.0
+
+
+def test_a_step_inside_the_window_is_flagged(jobs):
+    # notifications-ctr-000 gets standalone publishing during the span: its final shutdown
+    # drops from tens of minutes to about two; a window across the step says so.
+    from backend.demo.fleet import fleet_profile
+
+    profile = fleet_profile(SPEC.seed, 0)
+    landed = SPEC.start + profile.rollout["standalone_publish"] * SPEC.days * DAY
+    mine = [j for j in jobs if j.model == profile.name]
+    end = landed + 10 * DAY
+    window = [j for j in mine if end - 40 * DAY <= j.submitted_at < end]
+    fit = fit_inputs(window, end=end, window_days=40.0)
+    assert any(w.startswith("final shutdown over the last 10 days") for w in fit.warnings), (
+        fit.warnings
+    )
+    steady = [j for j in mine if j.submitted_at >= landed + DAY]
+    assert not any(
+        "final shutdown over" in w
+        for w in fit_inputs(steady, end=NOW, window_days=(NOW - landed) / DAY).warnings
+    )
