@@ -102,32 +102,35 @@ def observe_job(
     saves = 0
     other: dict[str, float] = defaultdict(float)
     rows = sorted(intervals, key=lambda r: r[0])
+    # Level 1's final shutdown starts at the last effective instant: the anchor save, publish
+    # and shutdown after it are not in-loop waste.
+    last_effective = max(
+        (e for _s, e, _a, c, _p in rows if c == "effective_training"), default=start
+    )
+    all_blocking = 0.0
     for s, e, _attempt, comp, phase in rows:
-        if comp == "wasted_training" and phase == "checkpoint_blocking":
-            saves += 1
         if comp == "effective_training":
             continue
-        rest = e - s
+        if comp == "wasted_training" and phase == "checkpoint_blocking":
+            saves += 1
+            all_blocking += e - s
         hit = _overlap(s, e, start, tts_end)
         if hit > 0:
             cold[_part(comp, phase)] += hit
-            rest -= hit
+        in_loop = _overlap(s, e, tts_end, last_effective)
         for i, (w0, w1) in enumerate(windows):
             hit = _overlap(s, e, w0, w1)
             if hit > 0:
                 parts[i][_part(comp, phase)] += hit
-                rest -= hit
-        if rest <= 1e-9 or comp == "shutdown":
+                in_loop -= _overlap(s, e, max(w0, tts_end), min(w1, last_effective))
+        if in_loop <= 1e-9:
             continue
-        # Outside TTS and every TTR: in-loop waste (final shutdown comes from Level 1).
         if comp == "wasted_training" and phase == "checkpoint_blocking":
-            blocking += rest
+            blocking += in_loop
         elif comp == "wasted_training" and phase == "stalled":
-            stalled += rest
-        elif comp == "wasted_training":
-            other["wasted_training"] += rest
+            stalled += in_loop
         else:
-            other[comp] += rest
+            other[comp] += in_loop
     failures = []
     for f, p in zip(failures_in, parts, strict=True):
         attempt = f.get("attempt")
@@ -146,11 +149,11 @@ def observe_job(
                 censored=bool(f.get("censored")),
             )
         )
-    # Final shutdown from Level 1; in-loop waste measured there too, minus what we split above.
-    in_loop = float(l1.get("in_loop_waste_s", 0.0))
+    # Level 1's in-loop waste is what the cut above split; anything it missed stays visible.
+    in_loop_l1 = float(l1.get("in_loop_waste_s", 0.0))
     known = blocking + stalled + sum(other.values())
-    if in_loop > known + 1e-6:
-        other["unattributed"] += in_loop - known
+    if in_loop_l1 > known + 1e-6:
+        other["unattributed"] += in_loop_l1 - known
     interval = (config or {}).get("checkpoint_interval_s")
     return JobObservation(
         job_id=str(result["job_id"]),
@@ -162,7 +165,7 @@ def observe_job(
         cold_start_s=dict(cold),
         failures=tuple(failures),
         saves=saves,
-        blocking_s=blocking + sum(p.get("checkpoint_blocking", 0.0) for p in parts),
+        blocking_s=all_blocking,
         stalled_s=stalled + sum(p.get("stalled", 0.0) for p in parts),
         other_in_loop_s=dict(other),
         final_shutdown_s=float(l1.get("final_shutdown_s", 0.0)),

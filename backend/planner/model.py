@@ -230,11 +230,10 @@ def _scaled(values: Mapping[str, float], factors: Mapping[str, float]) -> dict[s
 
 def apply_change(inputs: ModelInputs, change: Change) -> ModelInputs:
     """The inputs after a change (pure: `inputs` is left as it is)."""
-    for name, factor in (
-        *change.scale.items(),
-        *change.failure_scale.items(),
-        *(("csbt_scale", change.csbt_scale),) * (change.csbt_scale is not None),
-    ):
+    factors = [*change.scale.items(), *change.failure_scale.items()]
+    if change.csbt_scale is not None:
+        factors.append(("csbt_scale", change.csbt_scale))
+    for name, factor in factors:
         if not math.isfinite(factor) or factor < 0:
             raise ValueError(f"factor for {name!r} must be a finite number >= 0, got {factor!r}")
     unknown = sorted(set(change.scale) - set(LEVERS))

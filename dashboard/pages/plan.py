@@ -7,7 +7,7 @@ once. Each prediction shows the inputs it rests on and the fit's warnings.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dash
@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, callback, dcc, html
 
 from backend.planner.model import Change, predict, what_if
-from backend.planner.service import inputs_from_dict
+from backend.planner.service import DEFAULT_PLAN_DAYS, inputs_from_dict
 from dashboard import data
 from dashboard.components import (
     NO_DATA_HINT,
@@ -416,6 +416,9 @@ def model_view(model: str, filters: Filters) -> list[Any]:
 def layout(**query: Any) -> html.Div:
     """The plan page for the filters in the URL (a `model` opens its panel)."""
     filters = Filters.from_query(query)
+    if not query.get("start"):
+        # The planner fits recent jobs: without a start in the URL, the REST default (30 days).
+        filters = filters.with_(start=filters.end - timedelta(days=DEFAULT_PLAN_DAYS - 1))
     bar = filter_bar(PREFIX, filters, path="/plan", models=data.model_names())
     title = f"Plan: {filters.model}" if filters.model else "Plan"
     body = model_view(filters.model, filters) if filters.model else fleet_view(filters)
