@@ -81,8 +81,14 @@ def observe_job(
     result: Mapping[str, Any],
     intervals: Iterable[IntervalRow],
     config: Mapping[str, Any] | None = None,
+    *,
+    last_effective: float | None = None,
 ) -> JobObservation:
-    """One job's planner quantities from its engine result (`JobETT.to_dict()`) and intervals."""
+    """One job's planner quantities from its engine result (`JobETT.to_dict()`) and intervals.
+
+    The effective intervals may be left out of `intervals` when `last_effective` (the end of
+    the job's last effective instant) is given instead.
+    """
     l1 = result.get("l1") or {}
     start = float(result["submitted_at"])
     tts_end = start + float(l1.get("tts_s", 0.0))

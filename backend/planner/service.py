@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -42,6 +42,7 @@ from backend.planner.whatif import (
 
 DEFAULT_PLAN_DAYS = 30.0
 CHUNK = 500
+EFFECTIVE = "effective_training"
 
 
 def load_observations(
@@ -63,8 +64,11 @@ def load_observations(
         stmt = stmt.where(JobResult.model == model)
     rows = db_session.execute(stmt).all()
     intervals: dict[str, list[tuple[float, float, int | None, str, str | None]]] = defaultdict(list)
+    last_effective: dict[str, float] = {}
     ids = [r.job_id for r in rows]
     for i in range(0, len(ids), CHUNK):
+        chunk = ids[i : i + CHUNK]
+        # Effective training is most of the rows and the fit needs only where it ends.
         for job_id, s, e, attempt, comp, phase in db_session.execute(
             select(
                 JobInterval.job_id,
@@ -73,12 +77,24 @@ def load_observations(
                 JobInterval.attempt,
                 JobInterval.component,
                 JobInterval.phase,
-            ).where(JobInterval.job_id.in_(ids[i : i + CHUNK]))
+            ).where(JobInterval.job_id.in_(chunk), JobInterval.component != EFFECTIVE)
         ):
             intervals[job_id].append((s, e, attempt, comp, phase))
+        last_effective.update(
+            db_session.execute(
+                select(JobInterval.job_id, func.max(JobInterval.end))
+                .where(JobInterval.job_id.in_(chunk), JobInterval.component == EFFECTIVE)
+                .group_by(JobInterval.job_id)
+            ).all()
+        )
     out: dict[str, list[JobObservation]] = defaultdict(list)
     for r in rows:
-        obs = observe_job(r.result, intervals.get(r.job_id, []), r.config)
+        obs = observe_job(
+            r.result,
+            intervals.get(r.job_id, []),
+            r.config,
+            last_effective=last_effective.get(r.job_id, float(r.result["submitted_at"])),
+        )
         if obs.model:
             out[obs.model].append(obs)
     return dict(out)
