@@ -318,6 +318,21 @@ def what_if(inputs: ModelInputs, change: Change) -> WhatIfResult:
     )
 
 
+def training_rate_from_wall_rate(
+    wall_rate_per_s: float, restart_s: float, interval_s: float, csbt_s: float
+) -> float:
+    """A job's failure rate per second of wall time to the planner's per second of training.
+
+    Reliability studies quote rates per wall-clock time (Kokolis et al.: per node-day). With
+    ETT = 1 / (1 + lambda_t (R + tau/2) + CSBT/tau) and lambda_wall = lambda_t x ETT:
+    lambda_t = lambda_wall (1 + CSBT/tau) / (1 - lambda_wall (R + tau/2)).
+    """
+    lost = wall_rate_per_s * (restart_s + interval_s / 2.0)
+    if lost >= 1.0:
+        raise ValueError("failures every (restart + tau/2) or more often: the job never trains")
+    return wall_rate_per_s * (1.0 + csbt_s / interval_s) / (1.0 - lost)
+
+
 def restart_bound_min_per_day(cold_start_min: float, restarts_per_day: float) -> float:
     """Section II-A's upper bound: a job spends at most (1 + F) x C minutes a day restarting."""
     return (1.0 + restarts_per_day) * cold_start_min
