@@ -110,9 +110,10 @@ def observe_job(
     rows = sorted(intervals, key=lambda r: r[0])
     # Level 1's final shutdown starts at the last effective instant: the anchor save, publish
     # and shutdown after it are not in-loop waste.
-    last_effective = max(
-        (e for _s, e, _a, c, _p in rows if c == "effective_training"), default=start
-    )
+    if last_effective is None:
+        last_effective = max(
+            (e for _s, e, _a, c, _p in rows if c == "effective_training"), default=start
+        )
     all_blocking = 0.0
     for s, e, _attempt, comp, phase in rows:
         if comp == "effective_training":

@@ -99,7 +99,9 @@ def test_fleet_ranking_equals_rest(site: str, browser: Browser) -> None:
     assert browser.severe() == []
 
 
-def test_model_panel_inputs_warnings_and_what_if(site: str, browser: Browser) -> None:
+def test_model_panel_inputs_warnings_and_what_if(
+    site: str, browser: Browser, tmp_path: Path
+) -> None:
     model = fleet.fleet_profile(7, 0).name
     plan = _rest(site, f"/api/v1/plan/models/{model}", **_rest_range())
     # The model page links to its plan.
@@ -124,13 +126,14 @@ def test_model_panel_inputs_warnings_and_what_if(site: str, browser: Browser) ->
     browser.wait_for_text("#plan-whatif-ett", f"{expected.after.ett_pct:.1f}%")
     assert browser.text("#plan-whatif-freed") == f"{expected.gpu_h_per_day_freed:,.1f}"
     assert expected.gpu_h_per_day_freed > 0
-    if os.environ.get("ETT_SCREENSHOTS", "1") != "0":
-        browser.get(f"{site}/plan?{_query()}")
-        browser.wait_for_graphs(1)
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        browser.screenshot(SCREENSHOT)
-        browser.get(f"{site}/plan?model={model}&{_query()}")
-        browser.wait_for_graphs(1)
-        browser.wait_for("#plan-whatif-ett")
-        browser.screenshot(SCREENSHOT.with_name("plan-model.png"))
+    # ETT_SCREENSHOTS=1 refreshes docs/screenshots; otherwise they go to a temporary folder.
+    shot = SCREENSHOT if os.environ.get("ETT_SCREENSHOTS") == "1" else tmp_path / "plan.png"
+    browser.get(f"{site}/plan?{_query()}")
+    browser.wait_for_graphs(1)
+    browser.screenshot(shot)
+    browser.get(f"{site}/plan?model={model}&{_query()}")
+    browser.wait_for_graphs(1)
+    browser.wait_for("#plan-whatif-ett")
+    browser.screenshot(shot.with_name("plan-model.png"))
+    assert shot.stat().st_size > 10_000
     assert browser.severe() == []

@@ -12,6 +12,7 @@ from backend.demo import fleet, loader
 from backend.fleet.days import DAY_S
 from backend.planner.backtest import demo_observations
 from backend.planner.fit import fit_inputs
+from backend.planner.model import predict
 
 NOW = time.time()
 SPEC = fleet.FleetSpec(seed=7, models=3, days=40.0, now=NOW)
@@ -61,7 +62,11 @@ def test_model_plan_fits_the_stored_jobs_like_the_pure_path(seeded, client):
         assert inputs["cold_start_s"][part] == pytest.approx(s)
     for part, s in pure.inputs.recovery_s.items():
         assert inputs["recovery_s"][part] == pytest.approx(s)
+    assert inputs["stall_s_per_h"] == pytest.approx(pure.inputs.stall_s_per_h)
+    assert inputs["other_in_loop_s_per_h"] == pytest.approx(dict(pure.inputs.other_in_loop_s_per_h))
+    assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s)
     pred = body["prediction"]
+    assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
     assert abs(pred["ett_pct"] - pred["measured_ett_pct"]) < 4.0
     assert sum(pred["lost_gpu_h_per_day_by_component"].values()) == pytest.approx(
         pred["lost_gpu_h_per_day"]
