@@ -8,6 +8,7 @@ from backend.compare.views import router as compare_router
 from backend.ett.views import router as ett_router
 from backend.fleet.views import router as fleet_router
 from backend.owners.views import router as owners_router
+from backend.planner.views import router as planner_router
 from backend.workloads.views import router as workloads_router
 from ingest.views import router as ingest_router
 
@@ -20,3 +21,4 @@ api_router.include_router(fleet_router)
 api_router.include_router(compare_router)
 api_router.include_router(workloads_router)
 api_router.include_router(advice_router)
+api_router.include_router(planner_router)

@@ -91,6 +91,8 @@ def pages(database: Database) -> list[tuple[str, str, int]]:
         (f"job ({failed})", f"/job?job_id={failed}", 3),
         ("compare (6 pairs)", "/compare", 2),
         ("owners", "/owners", 1),
+        ("plan", "/plan", 1),
+        (f"plan ({model})", f"/plan?model={model}", 1),
     ]
 
 

@@ -23,13 +23,14 @@ from backend.db import Database
 from dashboard import gate
 from dashboard.context import DashboardContext, bind
 
-PAGES = ("fleet", "models", "job", "compare", "owners")
+PAGES = ("fleet", "models", "job", "compare", "owners", "plan")
 NAV = (
     ("fleet", "Fleet", "/"),
     ("models", "Models", "/model"),
     ("job", "Jobs", "/job"),
     ("compare", "Compare", "/compare"),
     ("owners", "Owners", "/owners"),
+    ("plan", "Plan", "/plan"),
 )
 # The filters that follow the reader from page to page.
 CARRIED = ("start", "end", "owner", "label", "bucket")

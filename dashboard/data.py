@@ -21,6 +21,7 @@ from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
 from backend.owners import service as owners_service
+from backend.planner import service as planner_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
 from dashboard.filters import Filters
@@ -358,6 +359,31 @@ def checkpoint_advice(model: str, filters: Filters) -> dict[str, Any] | None:
     return _or_none(
         advice_service.checkpoint_advice, model=model, start=filters.start_ts, end=filters.end_ts
     )
+
+
+# ---------------------------------------------------------------- plan
+
+
+def plan_model(model: str, filters: Filters) -> dict[str, Any] | None:
+    """The model's plan (GET /api/v1/plan/models/{model}) over the range, or None if unknown."""
+    return _or_none(
+        planner_service.model_plan,
+        model=model,
+        start=filters.start_ts,
+        end=filters.end_ts,
+        settings=current().settings,
+    )
+
+
+def plan_fleet(filters: Filters) -> dict[str, Any]:
+    """The fleet's ranked opportunities (GET /api/v1/plan/fleet) over the range."""
+    with session() as s:
+        return planner_service.fleet_plan(
+            db_session=s,
+            settings=current().settings,
+            start=filters.start_ts,
+            end=filters.end_ts,
+        )
 
 
 # ---------------------------------------------------------------- compare

@@ -192,8 +192,16 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     return [
         *head,
         html.P(
-            f"owner {page.get('owner') or '—'}"
-            + (f" · tier {page['tier']}" if page.get("tier") else "")
+            [
+                f"owner {page.get('owner') or '—'}"
+                + (f" · tier {page['tier']}" if page.get("tier") else "")
+                + " · ",
+                dcc.Link(
+                    "Plan: what to fix first →",
+                    href=filters.href("/plan", model=model),
+                    id="model-plan-link",
+                ),
+            ]
         ),
         cards(
             [

@@ -1,0 +1,406 @@
+"""Fit a model's planner inputs from its measured jobs (the ETT engine's results); pure.
+
+`observe_job` reads one job's stored result and attributed intervals into the quantities the
+model needs: the cold start by component (the TTS window), each recovery by part (its TTR window,
+the teardown carved out of the re-queue), the replay, the checkpoint saves, the in-loop waste and
+the final shutdown. `fit_inputs` averages them over jobs, the most recent weighing most.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.ett.catalogue import FAILURE_KINDS
+from backend.planner.model import COLD_PARTS, HOUR_S, RECOVERY_PARTS, ModelInputs
+
+# (start, end, attempt, component, phase), as JobInterval rows hold them.
+IntervalRow = tuple[float, float, int | None, str, str | None]
+# A fit that rests on fewer jobs or failures than these carries a warning.
+MIN_JOBS = 5
+MIN_FAILURES = 5
+MIN_SAVES = 3
+DEFAULT_HALF_LIFE_DAYS = 14.0
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class FailureObservation:
+    """One failure and the recovery that followed it."""
+
+    kind: str
+    ttr_s: float
+    # teardown, scheduling (re-queue), hardware_setup, trainer_init, checkpoint_restore,
+    # pt2_compile, replay, unattributed.
+    parts_s: dict[str, float]
+    censored: bool
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    """What one measured job says about its model."""
+
+    job_id: str
+    model: str | None
+    gpus: int
+    submitted_at: float
+    e2e_s: float
+    effective_s: float
+    cold_start_s: dict[str, float]
+    failures: tuple[FailureObservation, ...]
+    saves: int
+    blocking_s: float
+    stalled_s: float
+    other_in_loop_s: dict[str, float]
+    final_shutdown_s: float
+    interval_s: float | None
+
+    @property
+    def ett_pct(self) -> float:
+        """Measured ETT% of the job."""
+        return self.effective_s / self.e2e_s * 100.0 if self.e2e_s > 0 else 0.0
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def _part(component: str, phase: str | None) -> str:
+    if phase == "checkpoint_restore":
+        return "checkpoint_restore"
+    if component == "wasted_training":
+        return phase or "replay"
+    return component if component in COLD_PARTS else "unattributed"
+
+
+def observe_job(
+    result: Mapping[str, Any],
+    intervals: Iterable[IntervalRow],
+    config: Mapping[str, Any] | None = None,
+    *,
+    last_effective: float | None = None,
+) -> JobObservation:
+    """One job's planner quantities from its engine result (`JobETT.to_dict()`) and intervals.
+
+    The effective intervals may be left out of `intervals` when `last_effective` (the end of
+    the job's last effective instant) is given instead.
+    """
+    l1 = result.get("l1") or {}
+    start = float(result["submitted_at"])
+    tts_end = start + float(l1.get("tts_s", 0.0))
+    windows: list[tuple[float, float]] = []
+    ended_at: dict[int, float] = {
+        int(a["attempt"]): float(a["ended_at"])
+        for a in result.get("attempts") or []
+        if a.get("ended_at") is not None and a.get("attempt") is not None
+    }
+    failures_in = l1.get("failures") or []
+    for f in failures_in:
+        ts = float(f["ts"])
+        windows.append((ts, ts + float(f.get("ttr_s", 0.0))))
+    cold: dict[str, float] = defaultdict(float)
+    parts: list[dict[str, float]] = [defaultdict(float) for _ in windows]
+    blocking = stalled = 0.0
+    saves = 0
+    other: dict[str, float] = defaultdict(float)
+    rows = sorted(intervals, key=lambda r: r[0])
+    # Level 1's final shutdown starts at the last effective instant: the anchor save, publish
+    # and shutdown after it are not in-loop waste.
+    if last_effective is None:
+        last_effective = max(
+            (e for _s, e, _a, c, _p in rows if c == "effective_training"), default=start
+        )
+    all_blocking = 0.0
+    for s, e, _attempt, comp, phase in rows:
+        if comp == "effective_training":
+            continue
+        if comp == "wasted_training" and phase == "checkpoint_blocking":
+            saves += 1
+            all_blocking += e - s
+        hit = _overlap(s, e, start, tts_end)
+        if hit > 0:
+            cold[_part(comp, phase)] += hit
+        in_loop = _overlap(s, e, tts_end, last_effective)
+        for i, (w0, w1) in enumerate(windows):
+            hit = _overlap(s, e, w0, w1)
+            if hit > 0:
+                parts[i][_part(comp, phase)] += hit
+                in_loop -= _overlap(s, e, max(w0, tts_end), min(w1, last_effective))
+        if in_loop <= 1e-9:
+            continue
+        if comp == "wasted_training" and phase == "checkpoint_blocking":
+            blocking += in_loop
+        elif comp == "wasted_training" and phase == "stalled":
+            stalled += in_loop
+        else:
+            other[comp] += in_loop
+    failures = []
+    for f, p in zip(failures_in, parts, strict=True):
+        attempt = f.get("attempt")
+        ts = float(f["ts"])
+        end = ended_at.get(int(attempt)) if attempt is not None else None
+        if end is not None and end > ts and p.get("scheduling", 0.0) > 0:
+            teardown = min(end - ts, p["scheduling"])
+            p["teardown"] = teardown
+            p["scheduling"] -= teardown
+        kind = f.get("kind") or "unknown"
+        failures.append(
+            FailureObservation(
+                kind=kind if kind in FAILURE_KINDS else "unknown",
+                ttr_s=float(f.get("ttr_s", 0.0)),
+                parts_s=dict(p),
+                censored=bool(f.get("censored")),
+            )
+        )
+    # Level 1's in-loop waste is what the cut above split; anything it missed stays visible.
+    in_loop_l1 = float(l1.get("in_loop_waste_s", 0.0))
+    known = blocking + stalled + sum(other.values())
+    if in_loop_l1 > known + 1e-6:
+        other["unattributed"] += in_loop_l1 - known
+    interval = (config or {}).get("checkpoint_interval_s")
+    return JobObservation(
+        job_id=str(result["job_id"]),
+        model=result.get("model"),
+        gpus=int(result.get("gpus") or 1),
+        submitted_at=start,
+        e2e_s=float(result.get("e2e_s", 0.0)),
+        effective_s=float(result.get("effective_s", 0.0)),
+        cold_start_s=dict(cold),
+        failures=tuple(failures),
+        saves=saves,
+        blocking_s=all_blocking,
+        stalled_s=stalled + sum(p.get("stalled", 0.0) for p in parts),
+        other_in_loop_s=dict(other),
+        final_shutdown_s=float(l1.get("final_shutdown_s", 0.0)),
+        interval_s=float(interval) if isinstance(interval, int | float) and interval > 0 else None,
+    )
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A model's fitted inputs with what they rest on and their measured counterparts."""
+
+    inputs: ModelInputs | None
+    jobs: int
+    failures: int
+    failures_by_kind: dict[str, int]
+    saves: int
+    effective_jobs: float
+    half_life_days: float | None
+    measured_ett_pct: float | None
+    measured_replay_per_failure_s: float | None
+    measured_interval_s: float | None
+    interval_source: str | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _median_gap_interval(jobs: Sequence[JobObservation]) -> float | None:
+    # Without a configured interval: effective training per save (saves sit at data positions).
+    per = [j.effective_s / j.saves for j in jobs if j.saves > 0 and j.effective_s > 0]
+    return statistics.median(per) if per else None
+
+
+def weights(
+    jobs: Sequence[JobObservation], end: float, half_life_days: float | None
+) -> list[float]:
+    """Recency weights: 2^(-age / half-life) by submission age at `end`; all 1 without one."""
+    if half_life_days is None or half_life_days <= 0:
+        return [1.0] * len(jobs)
+    return [0.5 ** (max(0.0, end - j.submitted_at) / (half_life_days * DAY_S)) for j in jobs]
+
+
+def fit_inputs(
+    jobs: Sequence[JobObservation],
+    *,
+    end: float,
+    window_days: float,
+    half_life_days: float | None = DEFAULT_HALF_LIFE_DAYS,
+    replay: str = "utt",
+) -> Fit:
+    """Fit ModelInputs from a model's jobs submitted in a window of `window_days` ending at `end`.
+
+    Per-job quantities are recency-weighted means; the failure rate is weighted failures over
+    weighted GPU-hours of effective training; per-failure quantities average the failures
+    that recovered (a censored one never restarted). Jobs a day = jobs / window days.
+    `replay`: "utt" predicts the replay as UTT = tau / 2; "measured" keeps the measured replay
+    per failure (for failures placed on purpose, as in a paired benchmark).
+    """
+    if replay not in ("utt", "measured"):
+        raise ValueError(f"replay must be 'utt' or 'measured', got {replay!r}")
+    done = [j for j in jobs if j.e2e_s > 0 and j.effective_s > 0]
+    warnings: list[str] = []
+    by_kind = dict.fromkeys(FAILURE_KINDS, 0)
+    for j in done:
+        for f in j.failures:
+            by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    n_fail = sum(by_kind.values())
+    n_saves = sum(j.saves for j in done)
+    if not done:
+        return Fit(
+            inputs=None,
+            jobs=0,
+            failures=0,
+            failures_by_kind=by_kind,
+            saves=0,
+            effective_jobs=0.0,
+            half_life_days=half_life_days,
+            measured_ett_pct=None,
+            measured_replay_per_failure_s=None,
+            measured_interval_s=None,
+            interval_source=None,
+            warnings=["no finished job of this model in the window: nothing to fit"],
+        )
+    w = weights(done, end, half_life_days)
+    total_w = sum(w)
+    eff_n = total_w**2 / sum(x * x for x in w)
+
+    def mean(values: Iterable[float]) -> float:
+        return sum(x * y for x, y in zip(w, values, strict=True)) / total_w
+
+    gpus = round(mean([j.gpus for j in done]))
+    effective = mean([j.effective_s for j in done])
+    gpu_h = sum(x * j.gpus * j.effective_s / HOUR_S for x, j in zip(w, done, strict=True))
+    rates = {
+        kind: sum(
+            x * sum(1 for f in j.failures if f.kind == kind) for x, j in zip(w, done, strict=True)
+        )
+        / gpu_h
+        for kind in by_kind
+    }
+    cold = {p: mean([j.cold_start_s.get(p, 0.0) for j in done]) for p in COLD_PARTS}
+    unattributed_cold = mean([j.cold_start_s.get("unattributed", 0.0) for j in done])
+    if unattributed_cold > 0:
+        cold["unattributed"] = unattributed_cold
+    recovered = [(x, f) for x, j in zip(w, done, strict=True) for f in j.failures if not f.censored]
+    rec_w = sum(x for x, _ in recovered)
+    recovery: dict[str, float] = {}
+    replay_per_failure = None
+    if rec_w > 0:
+        for p in (*RECOVERY_PARTS, "unattributed"):
+            recovery[p] = sum(x * f.parts_s.get(p, 0.0) for x, f in recovered) / rec_w
+        replay_per_failure = sum(x * f.parts_s.get("replay", 0.0) for x, f in recovered) / rec_w
+    else:
+        # No recovery seen: assume a restart repeats the cold start (Section II-A's bound).
+        recovery = {p: cold.get(p, 0.0) for p in COLD_PARTS}
+        if n_fail:
+            warnings.append("no recovered failure: recovery cost assumed equal to the cold start")
+    saves_w = sum(x * j.saves for x, j in zip(w, done, strict=True))
+    csbt = sum(x * j.blocking_s for x, j in zip(w, done, strict=True)) / saves_w if saves_w else 0.0
+    configured = [j.interval_s for j in done if j.interval_s]
+    if configured:
+        interval, source = statistics.median(configured), "config"
+    else:
+        interval, source = _median_gap_interval(done), "measured"
+    if interval is None:
+        interval, source = max(effective, 1.0), None
+        warnings.append("no checkpoint measured: interval taken as the whole job (one save)")
+    hours = [j.effective_s / HOUR_S for j in done]
+    stall_rate = sum(x * j.stalled_s for x, j in zip(w, done, strict=True)) / sum(
+        x * h for x, h in zip(w, hours, strict=True)
+    )
+    other_keys = {k for j in done for k in j.other_in_loop_s}
+    other = {
+        k: sum(x * j.other_in_loop_s.get(k, 0.0) for x, j in zip(w, done, strict=True))
+        / sum(x * h for x, h in zip(w, hours, strict=True))
+        for k in sorted(other_keys)
+    }
+    warnings.extend(drift_warnings(done, end=end, window_days=window_days))
+    if len(done) < MIN_JOBS:
+        warnings.append(f"the fit rests on {len(done)} job(s) (fewer than {MIN_JOBS})")
+    if n_fail < MIN_FAILURES:
+        warnings.append(
+            f"the failure rate rests on {n_fail} failure(s) (fewer than {MIN_FAILURES})"
+        )
+    if n_saves < MIN_SAVES:
+        warnings.append(f"CSBT rests on {n_saves} checkpoint save(s) (fewer than {MIN_SAVES})")
+    inputs = ModelInputs(
+        gpus=max(1, gpus),
+        effective_s=effective,
+        failure_rate_per_gpu_h=rates,
+        cold_start_s=cold,
+        recovery_s={k: v for k, v in recovery.items() if k != "replay"},
+        csbt_s=csbt,
+        interval_s=interval,
+        final_shutdown_s=mean([j.final_shutdown_s for j in done]),
+        stall_s_per_h=stall_rate,
+        other_in_loop_s_per_h=other,
+        jobs_per_day=len(done) / window_days if window_days > 0 else 0.0,
+        replay_per_failure_s=replay_per_failure if replay == "measured" else None,
+    )
+    measured = sum(j.effective_s * j.gpus for j in done) / sum(j.e2e_s * j.gpus for j in done)
+    return Fit(
+        inputs=inputs,
+        jobs=len(done),
+        failures=n_fail,
+        failures_by_kind=by_kind,
+        saves=n_saves,
+        effective_jobs=eff_n,
+        half_life_days=half_life_days,
+        measured_ett_pct=measured * 100.0,
+        measured_replay_per_failure_s=replay_per_failure,
+        measured_interval_s=interval if source == "measured" else _median_gap_interval(done),
+        interval_source=source,
+        warnings=warnings,
+    )
+
+
+DRIFT_RATIO = 1.5
+DRIFT_MIN_JOBS = 3
+# The part of the window compared with the rest for drift.
+DRIFT_RECENT_SHARE = 0.25
+
+
+def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: float) -> list[str]:
+    """Warn when the window's last quarter differs from the rest by a factor of 1.5 or more in
+    cold start, failures per GPU-hour or final shutdown: a rollout or a regression inside the
+    window, which the recency-weighted fit follows (and so assumes persists)."""
+    cut = end - window_days * DRIFT_RECENT_SHARE * DAY_S
+    recent = [j for j in jobs if j.submitted_at >= cut]
+    earlier = [j for j in jobs if j.submitted_at < cut]
+    if len(recent) < DRIFT_MIN_JOBS or len(earlier) < DRIFT_MIN_JOBS:
+        return []
+
+    def cold(js: Sequence[JobObservation]) -> float:
+        return statistics.fmean(sum(j.cold_start_s.values()) for j in js)
+
+    def fails(js: Sequence[JobObservation]) -> float:
+        gpu_h = sum(j.gpus * j.effective_s for j in js) / HOUR_S
+        return sum(len(j.failures) for j in js) / gpu_h if gpu_h > 0 else 0.0
+
+    def shutdown(js: Sequence[JobObservation]) -> float:
+        return statistics.fmean(j.final_shutdown_s for j in js)
+
+    days = window_days * DRIFT_RECENT_SHARE
+    out = []
+    counted = min(sum(len(j.failures) for j in js) for js in (recent, earlier))
+    checks = [("cold start", cold), ("final shutdown", shutdown)]
+    if counted >= MIN_FAILURES:
+        checks.append(("failure rate", fails))
+    for name, fn in checks:
+        a, b = fn(recent), fn(earlier)
+        if a <= 0 or b <= 0:
+            continue
+        ratio = a / b
+        if ratio >= DRIFT_RATIO or ratio <= 1.0 / DRIFT_RATIO:
+            out.append(
+                f"{name} over the last {days:.0f} days is {ratio:.2f}x the earlier jobs': the fit "
+                "follows the recent jobs, so the prediction assumes this change lasts"
+            )
+    return out
+
+
+def measured_ett_pct(jobs: Sequence[JobObservation]) -> float | None:
+    """GPU-weighted measured ETT% of a set of jobs (None when empty)."""
+    e2e = sum(j.e2e_s * j.gpus for j in jobs)
+    if e2e <= 0:
+        return None
+    return sum(j.effective_s * j.gpus for j in jobs) / e2e * 100.0
+
+
+def is_finite(value: float | None) -> bool:
+    """True for a finite float (not None, NaN or infinite)."""
+    return value is not None and math.isfinite(value)

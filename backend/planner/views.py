@@ -1,0 +1,99 @@
+"""Planner REST: a model's plan, the fleet's ranked opportunities, a custom what-if."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from backend.auth.deps import ReadAccess
+from backend.deps import SessionDep, SettingsDep
+from backend.params import call_service, time_range
+from backend.planner import service
+from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS
+from backend.planner.models import CustomWhatIfOut, FleetPlanOut, ModelPlanOut, WhatIfIn
+
+router = APIRouter(prefix="/plan", tags=["planner"])
+
+_START = Query(None, description="fit on jobs submitted from (default end - 30 d)")
+_END = Query(None, description="fit on jobs submitted before (default now)")
+_HALF_LIFE = Query(
+    DEFAULT_HALF_LIFE_DAYS, gt=0, le=3650, description="recency weight half-life of the fit, days"
+)
+
+
+@router.get(
+    "/models/{model}",
+    response_model=ModelPlanOut,
+    summary="A model's fitted inputs, predicted ETT% and standard what-ifs",
+)
+def model_plan(
+    model: str,
+    _auth: ReadAccess,
+    db_session: SessionDep,
+    settings: SettingsDep,
+    start: datetime | None = _START,
+    end: datetime | None = _END,
+    half_life_days: float = _HALF_LIFE,
+) -> Any:
+    """Fit, prediction (ETT%, lost GPU-hours a day by component) and what-ifs of one model."""
+    lo, hi = time_range(start, end, default_days=service.DEFAULT_PLAN_DAYS)
+    return call_service(
+        service.model_plan,
+        db_session=db_session,
+        settings=settings,
+        model=model,
+        start=lo,
+        end=hi,
+        half_life_days=half_life_days,
+    )
+
+
+@router.get(
+    "/fleet",
+    response_model=FleetPlanOut,
+    summary="The fleet's top opportunities by GPU-hours a day freed, with owners and models",
+)
+def fleet_plan(
+    _auth: ReadAccess,
+    db_session: SessionDep,
+    settings: SettingsDep,
+    start: datetime | None = _START,
+    end: datetime | None = _END,
+    half_life_days: float = _HALF_LIFE,
+    top: int = Query(20, ge=1, le=200, description="how many opportunities"),
+) -> Any:
+    """Every model's prediction and the what-ifs summed over the fleet, most GPU-hours first."""
+    lo, hi = time_range(start, end, default_days=service.DEFAULT_PLAN_DAYS)
+    return call_service(
+        service.fleet_plan,
+        db_session=db_session,
+        settings=settings,
+        start=lo,
+        end=hi,
+        half_life_days=half_life_days,
+        top=top,
+    )
+
+
+@router.post(
+    "/what-if",
+    response_model=CustomWhatIfOut,
+    summary="A custom change on one model (or every model): predicted ETT% and GPU-hours freed",
+)
+def what_if(
+    body: WhatIfIn, _auth: ReadAccess, db_session: SessionDep, settings: SettingsDep
+) -> Any:
+    """Predict a custom change; 422 says which field is wrong and why."""
+    lo, hi = time_range(body.start, body.end, default_days=service.DEFAULT_PLAN_DAYS)
+    return call_service(
+        service.custom_what_if,
+        db_session=db_session,
+        settings=settings,
+        model=body.model,
+        change=body.change.model_dump(exclude_defaults=True),
+        start=lo,
+        end=hi,
+        half_life_days=body.half_life_days,
+    )

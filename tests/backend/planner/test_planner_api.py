@@ -1,0 +1,170 @@
+"""The planner's REST endpoints on a small demo fleet loaded through ingest and the ETT engine."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from backend.demo import fleet, loader
+from backend.fleet.days import DAY_S
+from backend.planner.backtest import demo_observations
+from backend.planner.fit import fit_inputs
+from backend.planner.model import predict
+
+NOW = time.time()
+SPEC = fleet.FleetSpec(seed=7, models=3, days=40.0, now=NOW)
+START = NOW - 41 * DAY_S
+END = NOW + 60.0
+RANGE = {
+    "start": datetime.fromtimestamp(START, UTC).isoformat(),
+    "end": datetime.fromtimestamp(END, UTC).isoformat(),
+}
+
+
+@pytest.fixture
+def seeded(database, settings):
+    report = loader.load_in_process(
+        database, settings, fleet.fleet_events(SPEC), now=NOW, progress=False
+    )
+    assert report.accepted > 0 and not report.rejected
+    return database
+
+
+def _fleet_model() -> str:
+    return fleet.fleet_profile(SPEC.seed, 0).name
+
+
+def _cache_model(client) -> str:
+    opps = client.get("/api/v1/plan/fleet", params={**RANGE, "top": 50}).json()["opportunities"]
+    cache = next(o for o in opps if o["id"] == "pt2_compile_cache")
+    return cache["models"][0]["model"]
+
+
+def test_model_plan_fits_the_stored_jobs_like_the_pure_path(seeded, client):
+    model = _fleet_model()
+    answer = client.get(f"/api/v1/plan/models/{model}", params=RANGE)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    # The same jobs through the engine in memory and the planner's pure fit.
+    jobs = [j for j in demo_observations(SPEC) if j.model == model]
+    pure = fit_inputs(jobs, end=END, window_days=(END - START) / DAY_S)
+    assert pure.inputs is not None
+    assert body["fit"]["jobs"] == len(jobs) == pure.jobs
+    assert body["fit"]["failures"] == pure.failures
+    inputs = body["inputs"]
+    assert inputs["gpus"] == pure.inputs.gpus
+    assert inputs["csbt_s"] == pytest.approx(pure.inputs.csbt_s)
+    assert inputs["failures_per_job"] == pytest.approx(pure.inputs.failures_per_job)
+    for part, s in pure.inputs.cold_start_s.items():
+        assert inputs["cold_start_s"][part] == pytest.approx(s)
+    for part, s in pure.inputs.recovery_s.items():
+        assert inputs["recovery_s"][part] == pytest.approx(s)
+    assert inputs["stall_s_per_h"] == pytest.approx(pure.inputs.stall_s_per_h)
+    assert inputs["other_in_loop_s_per_h"] == pytest.approx(dict(pure.inputs.other_in_loop_s_per_h))
+    assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s)
+    pred = body["prediction"]
+    assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    assert abs(pred["ett_pct"] - pred["measured_ett_pct"]) < 4.0
+    assert sum(pred["lost_gpu_h_per_day_by_component"].values()) == pytest.approx(
+        pred["lost_gpu_h_per_day"]
+    )
+    ids = {w["id"] for w in body["what_ifs"]}
+    assert {"gpus_doubled", "failures_halved"} <= ids
+    # The compile cache applies where compile is above the fleet's p25: the top contributor.
+    cached = _cache_model(client)
+    body = client.get(f"/api/v1/plan/models/{cached}", params=RANGE).json()
+    inputs = body["inputs"]
+    cache = next(w for w in body["what_ifs"] if w["id"] == "pt2_compile_cache")
+    assert cache["owner"] == "compiler"
+    assert cache["ett_pct_after"] > cache["ett_pct_before"]
+    assert cache["gpu_h_per_day_freed"] > 0
+    # Recoveries repeat the compile: the cascade saving exceeds the one-off TTS saving.
+    if inputs["failures_per_job"] > 0:
+        assert cache["cascade_saving_s"] > cache["tts_saving_s"] > 0
+
+
+def test_few_jobs_carry_a_warning(seeded, client):
+    # A benchmark model has two jobs (its pair) in the window.
+    body = client.get("/api/v1/plan/models/model-a", params=RANGE).json()
+    assert body["fit"]["jobs"] == 2
+    assert any("rests on 2 job(s)" in w for w in body["fit"]["warnings"])
+
+
+def test_fleet_ranking_sums_models_and_names_owners(seeded, client):
+    answer = client.get("/api/v1/plan/fleet", params={**RANGE, "top": 50})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    opps = body["opportunities"]
+    assert opps, body
+    freed = [o["gpu_h_per_day_freed"] for o in opps]
+    assert freed == sorted(freed, reverse=True)
+    assert [o["rank"] for o in opps] == list(range(1, len(opps) + 1))
+    for o in opps:
+        assert o["gpu_h_per_day_freed"] == pytest.approx(
+            sum(m["gpu_h_per_day_freed"] for m in o["models"])
+        )
+        assert o["owner"]
+    owners = {o["id"]: o["owner"] for o in opps}
+    assert owners.get("async_checkpointing") == "checkpoint"
+    assert owners.get("pt2_compile_cache") == "compiler"
+    assert {m["model"] for m in body["models"]} >= {_fleet_model(), "model-a"}
+
+
+def test_custom_what_if_matches_the_standard_one(seeded, client):
+    model = _cache_model(client)
+    plan = client.get(f"/api/v1/plan/models/{model}", params=RANGE).json()
+    standard = next(w for w in plan["what_ifs"] if w["id"] == "pt2_compile_cache")
+    answer = client.post(
+        "/api/v1/plan/what-if",
+        json={"model": model, **RANGE, "change": {"cut_pct": {"pt2_compile": 80}}},
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    (one,) = body["models"]
+    assert one["ett_pct_after"] == pytest.approx(standard["ett_pct_after"])
+    assert body["gpu_h_per_day_freed"] == pytest.approx(standard["gpu_h_per_day_freed"])
+    assert one["inputs"]["gpus"] == plan["inputs"]["gpus"]
+    # The whole fleet at once, and a GPU-count change (failures per GPU: more GPUs, more lost).
+    everyone = client.post("/api/v1/plan/what-if", json={**RANGE, "change": {"gpus": 4096}}).json()
+    assert len(everyone["models"]) >= 4
+    assert all(m["gpu_h_per_day_freed"] < 0 for m in everyone["models"])
+    tau = client.post(
+        "/api/v1/plan/what-if",
+        json={"model": model, **RANGE, "change": {"optimal_interval": True}},
+    ).json()["models"][0]
+    assert tau["change"]["interval_s"] == pytest.approx(plan["inputs"]["optimal_interval_s"])
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"cut_pct": {"compile": 50}}, "cut_pct"),
+        ({"cut_pct": {"pt2_compile": 150}}, "between 0 and 100"),
+        ({"scale": {"pt2_compile": -1}}, "between 0 and 10"),
+        ({"failure_scale": {"cosmic_rays": 0.5}}, "failure_scale"),
+        ({}, "the change is empty"),
+        ({"interval_s": 600, "optimal_interval": True}, "not both"),
+        ({"staging_fraction": 0.1}, "needs async_checkpointing"),
+        ({"gpus": 0}, "greater than or equal to 1"),
+        ({"speed": "fast"}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_what_if_is_refused_with_a_clear_message(client, change, needle):
+    answer = client.post("/api/v1/plan/what-if", json={"model": _fleet_model(), "change": change})
+    assert answer.status_code == 422
+    assert needle in answer.text
+
+
+def test_unknown_model_and_bad_range(client):
+    assert client.get("/api/v1/plan/models/no-such-model").status_code == 404
+    answer = client.post(
+        "/api/v1/plan/what-if", json={"model": "no-such-model", "change": {"gpus": 8}}
+    )
+    assert answer.status_code == 404 and "unknown model" in answer.text
+    bad = client.get("/api/v1/plan/fleet", params={"start": RANGE["end"], "end": RANGE["start"]})
+    assert bad.status_code == 422 and "start must be before end" in bad.text
+    assert client.get("/api/v1/plan/fleet", params={"half_life_days": 0}).status_code == 422
+    assert not math.isnan(client.get("/api/v1/plan/fleet").json()["lost_gpu_h_per_day"])
