@@ -1,0 +1,45 @@
+"""Text that the database can store: no NUL (Postgres refuses it) and no lone surrogates."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+
+def text_problem(value: str) -> str | None:
+    """Why a string cannot be stored, in words, or None when it can."""
+    if "\x00" in value:
+        return "contains a NUL character (\\u0000), which the database cannot store; remove it"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone UTF-16 surrogate, which is not valid text; send valid UTF-8"
+    return None
+
+
+def clean_text(value: str) -> str:
+    """The string itself if the database can store it; raises ValueError otherwise."""
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def clean_tree(value: Any, where: str = "value") -> Any:
+    """Check every string (keys too) inside nested dicts and lists; raises ValueError."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        if problem:
+            raise ValueError(f"{where} {problem}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            clean_tree(key, f"{where} key")
+            clean_tree(item, f"{where}.{key}" if isinstance(key, str) else where)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            clean_tree(item, f"{where}[{i}]")
+    return value
+
+
+CleanStr = Annotated[str, AfterValidator(clean_text)]
