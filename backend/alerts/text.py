@@ -43,3 +43,20 @@ def clean_tree(value: Any, where: str = "value") -> Any:
 
 
 CleanStr = Annotated[str, AfterValidator(clean_text)]
+
+
+def inline(value: object) -> str:
+    """A name made safe to put in a line of text: control, format and line-break characters
+    (newlines, bidi overrides, zero-width joiners) are shown as escapes like \\n or \\u202e."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif ch in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+    return "".join(out)
