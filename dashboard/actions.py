@@ -29,9 +29,10 @@ def _admin(db_session: Session, token: str | None) -> ApiToken:
             "Paste an admin token first (create one with `ett token create "
             "--name you --scope admin`)."
         )
-    row = auth_service.lookup(db_session=db_session, secret=token.strip())
-    if row is None:
-        raise ActionRefused("That token is unknown or revoked.")
+    try:
+        row = auth_service.resolve(db_session=db_session, secret=token.strip())
+    except auth_service.TokenRefused as err:
+        raise ActionRefused(_sentence(str(err))) from None
     if not auth_service.allows_scope(row, "admin"):
         raise ActionRefused(f"Token {row.name!r} has scope {row.scope!r}; this needs admin.")
     return row

@@ -4,8 +4,6 @@ token, as a bearer header or from the /login page (an HttpOnly cookie), opens it
 from __future__ import annotations
 
 import html
-import threading
-import time
 from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, Request
@@ -17,7 +15,6 @@ from backend.auth import service as auth_service
 from backend.db import Database
 
 COOKIE = "ett_token"
-CACHE_S = 60.0
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>ETT% · sign in</title>
 <style>body{{font-family:system-ui,sans-serif;background:#f6f7f9;margin:0}}
@@ -36,29 +33,23 @@ input{{width:100%;padding:8px;margin:8px 0;box-sizing:border-box}}
 
 
 class TokenCheck:
-    """Answers whether a secret is a live read/admin token; a yes is cached for a minute."""
+    """Answers whether a secret is a live read/admin token, asking the database every time.
+
+    No answer is cached: a token revoked or expired (by `ett token revoke`, the admin API or
+    another replica) closes the dashboard on the very next request. The lookup is one indexed
+    SELECT; its last-used time is written at most once a minute.
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self._cache: dict[str, float] = {}
-        self._lock = threading.Lock()
 
     def allows(self, secret: str | None) -> bool:
         """True for a live token of scope read or admin."""
         if not secret:
             return False
-        key = auth_service.hash_token(secret)
-        now = time.monotonic()
-        with self._lock:
-            if self._cache.get(key, 0.0) > now:
-                return True
         with self.database.session() as s:
             row = auth_service.lookup(db_session=s, secret=secret)
-            ok = row is not None and auth_service.allows_scope(row, "read")
-        if ok:
-            with self._lock:
-                self._cache[key] = now + CACHE_S
-        return ok
+            return row is not None and auth_service.allows_scope(row, "read")
 
 
 def _secret(headers: dict[bytes, bytes]) -> str | None:

@@ -51,7 +51,7 @@ def test_writes_need_an_admin_token(settings, database, make_token) -> None:
     with dashboard_request(settings, database):
         for token, why in (
             (None, "Paste an admin token"),
-            ("ett_nope", "unknown or revoked"),
+            ("ett_nope", "Unknown token"),
             (reader, "needs admin"),
         ):
             with pytest.raises(actions.ActionRefused, match=why):
