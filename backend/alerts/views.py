@@ -20,6 +20,7 @@ from ingest.schema import parse_time
 router = APIRouter(tags=["alerts"])
 
 AlertStateName = Literal["inactive", "pending", "firing", "resolved"]
+SloName = Annotated[CleanStr, Path(max_length=128)]
 
 
 class SloRead(BaseModel):
@@ -51,13 +52,17 @@ def _slo_read(spec: SloSpec) -> SloRead:
 
 
 @router.get("/slos", response_model=list[SloRead])
-def get_slos(db_session: SessionDep, _: ReadAccess, owner: str | None = None) -> list[SloRead]:
+def get_slos(
+    db_session: SessionDep,
+    _: ReadAccess,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
+) -> list[SloRead]:
     """Every SLO (from the SLO file and the admin API), optionally one owner's."""
     return [_slo_read(s) for s in service.list_slos(db_session=db_session, owner=owner)]
 
 
 @router.get("/slos/{name}", response_model=SloRead)
-def get_slo(name: str, db_session: SessionDep, _: ReadAccess) -> SloRead:
+def get_slo(name: SloName, db_session: SessionDep, _: ReadAccess) -> SloRead:
     """One SLO."""
     spec = service.get_slo(db_session=db_session, name=name)
     if spec is None:
@@ -66,7 +71,7 @@ def get_slo(name: str, db_session: SessionDep, _: ReadAccess) -> SloRead:
 
 
 @router.put("/slos/{name}", response_model=SloRead)
-def put_slo(name: str, spec: SloSpec, db_session: SessionDep, _: AdminAccess) -> SloRead:
+def put_slo(name: SloName, spec: SloSpec, db_session: SessionDep, _: AdminAccess) -> SloRead:
     """Create or replace an SLO (admin); it then overrides a file SLO of the same name."""
     if spec.name != name:
         raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
@@ -76,7 +81,7 @@ def put_slo(name: str, spec: SloSpec, db_session: SessionDep, _: AdminAccess) ->
 
 
 @router.delete("/slos/{name}", status_code=204)
-def delete_slo(name: str, db_session: SessionDep, _: AdminAccess) -> Response:
+def delete_slo(name: SloName, db_session: SessionDep, _: AdminAccess) -> Response:
     """Delete an SLO (admin); its firing alerts resolve on the next evaluation."""
     if not service.delete_slo(db_session=db_session, name=name):
         raise HTTPException(404, f"no SLO named {name!r}")
@@ -88,11 +93,11 @@ def delete_slo(name: str, db_session: SessionDep, _: AdminAccess) -> Response:
 def get_alerts(
     db_session: SessionDep,
     _: ReadAccess,
-    owner: str | None = None,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
     state: AlertStateName | None = None,
-    component: str | None = None,
-    model: str | None = None,
-    slo: str | None = None,
+    component: Annotated[CleanStr | None, Query(max_length=64)] = None,
+    model: Annotated[CleanStr | None, Query(max_length=256)] = None,
+    slo: Annotated[CleanStr | None, Query(max_length=128)] = None,
     limit: int = Query(500, ge=1, le=5000),
 ) -> list[dict[str, Any]]:
     """Alert instances (filters: owner, state, component, model, slo), firing first."""

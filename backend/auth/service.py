@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import secrets
 import time
@@ -25,6 +24,7 @@ SCOPES = ("ingest", "read", "admin")
 TOKEN_PREFIX = "ett_"
 # last_used_at is written at most this often per token, so a busy token costs no extra writes.
 LAST_USED_RESOLUTION_S = 60.0
+MAX_LIFETIME_S = 3650 * 86400.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}$")
 
 
@@ -68,8 +68,8 @@ def create(
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
     clean_tree(list(models or []), "models")
-    if expires_in_s is not None and not (math.isfinite(expires_in_s) and expires_in_s > 0):
-        raise ValueError("expires in must be a positive duration, e.g. 30d or 12h")
+    if expires_in_s is not None and not (0 < expires_in_s <= MAX_LIFETIME_S):
+        raise ValueError("expires in must be a positive duration of at most 3650d, e.g. 30d or 12h")
     if db_session.scalar(select(ApiToken).where(ApiToken.name == name)) is not None:
         raise ValueError(f"a token named {name!r} exists already; pick another name")
     now = time.time() if now is None else now

@@ -56,6 +56,7 @@ def test_admin_api_creates_lists_and_revokes(
         ({"name": "x", "scope": "root"}, 422, "scope"),
         ({"name": "x", "expires_in": "soon"}, 422, "not a duration"),
         ({"name": "x", "expires_in": 0}, 422, "positive"),
+        ({"name": "x", "expires_in": 1e308}, 422, "at most 3650d"),
     ):
         r = client.post("/api/v1/tokens", json=bad, headers=_auth(admin))
         assert r.status_code == status and why in r.text, (bad, r.text)

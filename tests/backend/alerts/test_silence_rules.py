@@ -96,6 +96,10 @@ def test_a_nul_in_a_silence_or_channel_is_a_422_on_both_databases(
     for path in (
         "/api/v1/silences?owner=a%00b",
         "/api/v1/owners/a%00b/status",
+        "/api/v1/owners/a%00b/channels",
+        "/api/v1/slos/a%00b",
+        "/api/v1/slos?owner=a%00b",
+        "/api/v1/alerts?model=a%00b",
     ):
         r = client.get(path, headers=_auth(admin))
         assert r.status_code == 422 and "NUL" in r.text, (path, r.text)
