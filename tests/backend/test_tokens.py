@@ -139,9 +139,11 @@ def test_revoking_closes_an_open_dashboard_session_at_once(
         with database.session() as s:
             service.revoke(db_session=s, ref="viewer")
         # The very next request, with the same cookie, is refused.
-        assert c.get("/_dash-layout").status_code == 401
+        layout = c.get("/_dash-layout")
+        assert layout.status_code == 401 and "'viewer' was revoked" in layout.json()["detail"]
         page = c.get("/", headers=HTML)
         assert page.status_code == 401 and "Sign in" in page.text
+        assert "&#x27;viewer&#x27; was revoked at" in page.text  # says why, escaped
         # Expiry closes it the same way.
         with database.session() as s:
             _, soon = service.create(db_session=s, name="brief", scope="read", expires_in_s=3600)
