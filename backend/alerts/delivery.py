@@ -287,7 +287,7 @@ def email_message(
     msg["Message-ID"] = make_msgid(domain="ett.local")
     body = "\n\n".join(
         f"[{m.status.upper()}] {_one_line(m.title)}\n\n{_plain(m.text)}\n\n"
-        f"Dashboard: {m.generator_url}"
+        f"Dashboard: {quote(m.generator_url, safe=_URL_SAFE)}"
         for m in messages
     )
     msg.set_content(body)
