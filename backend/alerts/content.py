@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from backend.alerts.delivery import AlertMessage
 from backend.alerts.slos import SloSpec, format_duration
-from backend.alerts.text import inline
+from backend.text import inline
 from backend.timefmt import rfc3339
 
 INDICATOR_WORDS = {

@@ -17,8 +17,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.alerts.text import CleanStr
 from backend.db import Base, JSONType
+from backend.text import CleanStr
 from backend.types import BigIntPK
 
 

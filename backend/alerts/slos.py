@@ -10,8 +10,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from backend.alerts.text import clean_tree
 from backend.ett import catalogue
+from backend.text import clean_tree
 
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 

@@ -11,9 +11,9 @@ from pydantic import BaseModel
 from backend.alerts import service
 from backend.alerts.models import AckCreate, Silence, SilenceCreate
 from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
-from backend.alerts.text import CleanStr
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
+from backend.text import CleanStr
 from backend.timefmt import rfc3339
 from ingest.schema import parse_time
 

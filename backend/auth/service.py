@@ -14,8 +14,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from backend.alerts.text import clean_tree, text_problem
 from backend.auth.models import ApiToken
+from backend.text import clean_tree, text_problem
 from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)

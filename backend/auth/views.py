@@ -8,10 +8,10 @@ from fastapi import APIRouter, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.alerts.slos import parse_duration
-from backend.alerts.text import CleanStr
 from backend.auth import service
 from backend.auth.deps import AdminAccess
 from backend.deps import SessionDep
+from backend.text import CleanStr
 
 router = APIRouter(tags=["tokens"])
 

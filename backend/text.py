@@ -1,4 +1,5 @@
-"""Text that the database can store: no NUL (Postgres refuses it) and no lone surrogates."""
+"""Text that the database can store (no NUL, which Postgres refuses, no lone surrogates), and
+names made safe to put in a line of text."""
 
 from __future__ import annotations
 
