@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
 from backend.alerts.cli import alerts_app
+from backend.auth.cli import token_app
 from backend.config import get_settings
 from backend.demo.command import demo
 from backend.ett.cli import recompute
@@ -21,7 +21,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
-token_app = typer.Typer(help="API tokens for ingest, reads and admin.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
@@ -82,46 +81,6 @@ def serve(
         _fail(str(err))
     typer.echo(f"ETT% serving on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
     uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
-
-
-@token_app.command("create")
-def token_create(
-    name: Annotated[str, typer.Option(help="A unique name, e.g. the trainer fleet or a team.")],
-    scope: Annotated[str, typer.Option(help="ingest, read or admin.")] = "ingest",
-    model: Annotated[
-        list[str] | None,
-        typer.Option("--model", help="Limit an ingest token to this model (repeatable)."),
-    ] = None,
-) -> None:
-    """Create a token and print it, alone on the last line, once: it is stored only hashed."""
-    from backend.auth import service
-    from backend.db import Database
-
-    db = Database(get_settings().database_url)
-    with db.session() as s:
-        try:
-            row, secret = service.create(db_session=s, name=name, scope=scope, models=model)
-        except ValueError as err:
-            _fail(str(err))
-    limited = f", models {', '.join(row.models)}" if row.models else ""
-    typer.echo(f"created token {row.name!r} (scope {row.scope}{limited}); store it now:", err=True)
-    sys.stdout.write(secret + "\n")
-
-
-@token_app.command("list")
-def token_list() -> None:
-    """List tokens (names, scopes, models; never the secrets)."""
-    from sqlalchemy import select
-
-    from backend.auth.models import ApiToken
-    from backend.db import Database
-
-    db = Database(get_settings().database_url)
-    with db.session() as s:
-        for row in s.scalars(select(ApiToken).order_by(ApiToken.name)):
-            models = ",".join(row.models) if row.models else "*"
-            state = " (revoked)" if row.revoked else ""
-            typer.echo(f"{row.name}\t{row.scope}\t{models}\t{row.prefix}...{state}")
 
 
 def main() -> None:

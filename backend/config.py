@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     recompute_interval_s: float = 1.0
     alert_eval_interval_s: float = 60.0
     alerts_enabled: bool = True
+    # The longest a silence may last (REST and dashboard alike); ETT_SILENCE_MAX_DURATION_S.
+    silence_max_duration_s: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400.0)
     log_level: str = "info"
 
     @model_validator(mode="after")

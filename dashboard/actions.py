@@ -6,6 +6,7 @@ needs the same admin token that `POST /api/v1/silences` and `/alerts/{fp}/ack` n
 
 from __future__ import annotations
 
+import math
 import time
 
 from sqlalchemy.orm import Session
@@ -15,8 +16,7 @@ from backend.auth import service as auth_service
 from backend.auth.models import ApiToken
 from backend.timefmt import rfc3339
 from dashboard import data
-
-MAX_SILENCE_HOURS = 24 * 30
+from dashboard.context import current
 
 
 class ActionRefused(ValueError):
@@ -29,9 +29,10 @@ def _admin(db_session: Session, token: str | None) -> ApiToken:
             "Paste an admin token first (create one with `ett token create "
             "--name you --scope admin`)."
         )
-    row = auth_service.lookup(db_session=db_session, secret=token.strip())
-    if row is None:
-        raise ActionRefused("That token is unknown or revoked.")
+    try:
+        row = auth_service.resolve(db_session=db_session, secret=token.strip())
+    except auth_service.TokenRefused as err:
+        raise ActionRefused(_sentence(str(err))) from None
     if not auth_service.allows_scope(row, "admin"):
         raise ActionRefused(f"Token {row.name!r} has scope {row.scope!r}; this needs admin.")
     return row
@@ -47,28 +48,34 @@ def create_silence(
     comment: str | None,
     now: float | None = None,
 ) -> str:
-    """Create a silence from now for `hours`; returns what was done, or raises ActionRefused."""
+    """Create a silence from now for `hours`; returns what was done, or raises ActionRefused.
+
+    The rules (comment, maximum duration, actor) are the service's, as for the REST API.
+    """
     now = time.time() if now is None else now
-    if not (comment or "").strip():
-        raise ActionRefused("Say why in the comment: whoever reads the silence later needs it.")
-    if hours is None or not 0 < float(hours) <= MAX_SILENCE_HOURS:
-        raise ActionRefused(f"Duration must be between 0 and {MAX_SILENCE_HOURS} hours.")
+    try:
+        seconds = float(hours) * 3600 if hours is not None else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise ActionRefused("Give the duration in hours, e.g. 4.")
     with data.session() as s:
         who = _admin(s, token)
         try:
             row = alerts_service.create_silence(
                 db_session=s,
-                owner=owner or None,
-                component=component or None,
-                model=(model or "").strip() or None,
+                owner=owner,
+                component=component,
+                model=model,
                 starts_at=now,
-                ends_at=now + float(hours) * 3600,
-                comment=comment.strip(),
+                ends_at=now + seconds,
+                comment=comment,
                 created_by=who.name,
+                max_duration_s=current().settings.silence_max_duration_s,
                 now=now,
             )
         except ValueError as err:
-            raise ActionRefused(str(err).capitalize() + ".") from None
+            raise ActionRefused(_sentence(str(err))) from None
         s.commit()
         matchers = ", ".join(
             f"{k}={v}"
@@ -76,6 +83,11 @@ def create_silence(
             if v
         )
         return f"Silence #{row.id} ({matchers}) is active until {rfc3339(row.ends_at)}."
+
+
+def _sentence(text: str) -> str:
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
 
 
 def expire_silence(*, token: str | None, silence_id: int | None, now: float | None = None) -> str:
@@ -98,13 +110,16 @@ def acknowledge(
         raise ActionRefused("Pick the alert to acknowledge.")
     with data.session() as s:
         who = _admin(s, token)
-        ack = alerts_service.acknowledge(
-            db_session=s,
-            fingerprint=fingerprint,
-            acknowledged_by=who.name,
-            comment=(comment or "").strip(),
-            now=now,
-        )
+        try:
+            ack = alerts_service.acknowledge(
+                db_session=s,
+                fingerprint=fingerprint,
+                acknowledged_by=who.name,
+                comment=comment or "",
+                now=now,
+            )
+        except ValueError as err:
+            raise ActionRefused(_sentence(str(err))) from None
         if ack is None:
             raise ActionRefused("That alert no longer exists.")
         s.commit()

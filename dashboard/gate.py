@@ -4,8 +4,6 @@ token, as a bearer header or from the /login page (an HttpOnly cookie), opens it
 from __future__ import annotations
 
 import html
-import threading
-import time
 from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, Request
@@ -17,7 +15,6 @@ from backend.auth import service as auth_service
 from backend.db import Database
 
 COOKIE = "ett_token"
-CACHE_S = 60.0
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>ETT% · sign in</title>
 <style>body{{font-family:system-ui,sans-serif;background:#f6f7f9;margin:0}}
@@ -36,29 +33,32 @@ input{{width:100%;padding:8px;margin:8px 0;box-sizing:border-box}}
 
 
 class TokenCheck:
-    """Answers whether a secret is a live read/admin token; a yes is cached for a minute."""
+    """Answers whether a secret is a live read/admin token, asking the database every time.
+
+    No answer is cached: a token revoked or expired (by `ett token revoke`, the admin API or
+    another replica) closes the dashboard on the very next request. The lookup is one indexed
+    SELECT; its last-used time is written at most once a minute.
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self._cache: dict[str, float] = {}
-        self._lock = threading.Lock()
+
+    def refusal(self, secret: str | None) -> str | None:
+        """None when the secret opens the dashboard; otherwise why not ('' when none was sent)."""
+        if not secret:
+            return ""
+        with self.database.session() as s:
+            try:
+                row = auth_service.resolve(db_session=s, secret=secret)
+            except auth_service.TokenRefused as err:
+                return f"{str(err)[:1].upper()}{str(err)[1:]}."
+            if not auth_service.allows_scope(row, "read"):
+                return f"Token {row.name!r} has scope {row.scope!r}; the dashboard needs read or admin."
+        return None
 
     def allows(self, secret: str | None) -> bool:
         """True for a live token of scope read or admin."""
-        if not secret:
-            return False
-        key = auth_service.hash_token(secret)
-        now = time.monotonic()
-        with self._lock:
-            if self._cache.get(key, 0.0) > now:
-                return True
-        with self.database.session() as s:
-            row = auth_service.lookup(db_session=s, secret=secret)
-            ok = row is not None and auth_service.allows_scope(row, "read")
-        if ok:
-            with self._lock:
-                self._cache[key] = now + CACHE_S
-        return ok
+        return self.refusal(secret) is None
 
 
 def _secret(headers: dict[bytes, bytes]) -> str | None:
@@ -94,7 +94,8 @@ def guard(asgi_app: ASGIApp, check: TokenCheck) -> ASGIApp:
             await asgi_app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if await run_in_threadpool(check.allows, _secret(headers)):
+        refusal = await run_in_threadpool(check.refusal, _secret(headers))
+        if refusal is None:
             await asgi_app(scope, receive, send)
             return
         path = scope.get("path", "/")
@@ -102,11 +103,11 @@ def guard(asgi_app: ASGIApp, check: TokenCheck) -> ASGIApp:
         accepts_html = b"text/html" in headers.get(b"accept", b"")
         response: Response
         if scope.get("method") == "GET" and accepts_html:
-            response = _login_page(path + (f"?{query}" if query else ""))
+            response = _login_page(path + (f"?{query}" if query else ""), refusal)
         else:
+            detail = "this dashboard needs a read token: sign in at /login"
             response = JSONResponse(
-                {"detail": "this dashboard needs a read token: sign in at /login"},
-                status_code=401,
+                {"detail": f"{refusal} {detail}" if refusal else detail}, status_code=401
             )
         await response(scope, receive, send)
 
@@ -125,8 +126,10 @@ def add_login_routes(app: FastAPI, check: TokenCheck) -> None:
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         target = _safe_next((form.get("next") or ["/"])[0])
-        if not check.allows(token):
-            return _login_page(target, "That is not a live read or admin token.")
+        refusal = await run_in_threadpool(check.refusal, token)
+        if refusal is not None:
+            why = f" {refusal}" if refusal else ""
+            return _login_page(target, f"That is not a live read or admin token.{why}")
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             COOKIE, token, httponly=True, samesite="strict", max_age=12 * 3600, path="/"

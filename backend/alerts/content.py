@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from backend.alerts.delivery import AlertMessage
 from backend.alerts.slos import SloSpec, format_duration
+from backend.text import inline
 from backend.timefmt import rfc3339
 
 INDICATOR_WORDS = {
@@ -130,7 +131,12 @@ def build_message(
     """Render one notice for one alert instance."""
     model = evaluation.model
     labels = alert_labels(slo, model)
-    scope = f" for model {model}" if model else (f" for models {slo.model}" if slo.model else "")
+    # Names come from ingest (any token) and go into lines of text: one line each, no tricks.
+    scope = (
+        f" for model {inline(model)}"
+        if model
+        else (f" for models {inline(slo.model)}" if slo.model else "")
+    )
     head = f"{slo.owner}: {subject(slo)}{scope}"
     value_line = (
         f"Measured {format_value(slo, evaluation.value)} against an objective of "
@@ -148,16 +154,17 @@ def build_message(
         lines.append(f"Breached from {rfc3339(since)} to {rfc3339(ended_at or since)}.")
     if evaluation.models:
         shown = ", ".join(
-            f"{d['model']} ({format_value(slo, d['value'])})" for d in evaluation.models[:5]
+            f"{inline(d['model'])} ({format_value(slo, d['value'])})" for d in evaluation.models[:5]
         )
         lines.append(f"Models driving it: {shown}.")
     if evaluation.job_drivers:
         shown = ", ".join(
-            f"{d['job_id']} ({format_value(slo, d['value'])})" for d in evaluation.job_drivers[:5]
+            f"{inline(d['job_id'])} ({format_value(slo, d['value'])})"
+            for d in evaluation.job_drivers[:5]
         )
         lines.append(f"Jobs driving it: {shown}.")
     if slo.runbook_url:
-        lines.append(f"Runbook: {slo.runbook_url}")
+        lines.append(f"Runbook: {inline(slo.runbook_url)}")
     link = dashboard_url(
         public_url,
         slo,
@@ -176,9 +183,9 @@ def build_message(
         "dashboard": link,
     }
     if evaluation.models:
-        annotations["models"] = ", ".join(str(d["model"]) for d in evaluation.models[:10])
+        annotations["models"] = ", ".join(inline(d["model"]) for d in evaluation.models[:10])
     if evaluation.job_drivers:
-        annotations["jobs"] = ", ".join(str(d["job_id"]) for d in evaluation.job_drivers[:10])
+        annotations["jobs"] = ", ".join(inline(d["job_id"]) for d in evaluation.job_drivers[:10])
     if slo.runbook_url:
         annotations["runbook_url"] = slo.runbook_url
     return AlertMessage(

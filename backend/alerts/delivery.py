@@ -8,8 +8,11 @@ service turns into a row of the delivery log.
 
 from __future__ import annotations
 
+import email.policy
+import html
 import logging
 import random
+import re
 import smtplib
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,8 +21,16 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid, parsedate_to_datetime
+from email.utils import (
+    formataddr,
+    formatdate,
+    getaddresses,
+    make_msgid,
+    parseaddr,
+    parsedate_to_datetime,
+)
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 
@@ -182,12 +193,33 @@ def webhook_payload(
     }
 
 
+# Slack mrkdwn: these three are its markup (links, mentions, entities) and must be entities.
+_SLACK_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# An @ that starts a word (@here, @channel, @everyone, @someone) would ping when a workspace
+# links names; a word joiner after it keeps the text readable and pings nobody.
+_MENTION = re.compile(r"(?<![\w.])@(?=\w)")
+# What a link may hold and still be one link: no markup, no whitespace, nothing outside ASCII.
+_URL_SAFE = ":/?#[]@!$&'()*+,;=%-._~"
+
+
+def slack_escape(text: str) -> str:
+    """Text as Slack shows it literally: &, <, > as entities and mentions neutralised."""
+    text = "".join(_SLACK_ENTITIES.get(ch, ch) for ch in text)
+    return _MENTION.sub("@\u2060", text)
+
+
+def _slack_link(url: str, label: str) -> str:
+    return f"<{quote(url, safe=_URL_SAFE)}|{slack_escape(label)}>"
+
+
 def slack_payload(messages: Sequence[AlertMessage]) -> dict[str, Any]:
-    """A Slack incoming-webhook body: one `text` with every notice."""
+    """A Slack incoming-webhook body: one `text` with every notice, escaped as mrkdwn."""
     parts = []
     for m in messages:
+        title = slack_escape(_one_line(m.title))
         parts.append(
-            f"*[{m.status.upper()}] {m.title}*\n{m.text}\n<{m.generator_url}|Open dashboard>"
+            f"*[{m.status.upper()}] {title}*\n{slack_escape(m.text)}\n"
+            + _slack_link(m.generator_url, "Open dashboard")
         )
     return {"text": "\n\n".join(parts)}
 
@@ -213,24 +245,67 @@ def alertmanager_payload(
     return out
 
 
+def _one_line(text: str, limit: int = 900) -> str:
+    """Any run of whitespace or control characters as one space, at most limit characters."""
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _plain(text: str) -> str:
+    """Body text without control characters other than newlines and tabs."""
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text)
+
+
+def _address(value: str) -> str:
+    """One mailbox for a header, checked by the email package; raises _Permanent if bad."""
+    name, addr = parseaddr(value)
+    if (
+        not value.isprintable()
+        or not addr
+        or "@" not in addr
+        or any(not ch.isprintable() or ch == " " for ch in addr)
+    ):
+        raise _Permanent(f"not a mail address: {_one_line(value, 80)!r}")
+    return formataddr((_one_line(name, 120), addr)) if name else addr
+
+
 def email_message(
     messages: Sequence[AlertMessage], *, sender: str, recipients: Sequence[str]
 ) -> EmailMessage:
-    """A plain-text mail with every notice, subject from the first one."""
-    msg = EmailMessage()
+    """A mail with every notice: plain text plus an escaped HTML part, subject from the first.
+
+    Headers are single lines and RFC 2047-encoded by the email package (policy SMTP); nothing
+    in an alert can add a header or a line break to one.
+    """
+    msg = EmailMessage(policy=email.policy.SMTP)
     first = messages[0]
     extra = f" (+{len(messages) - 1} more)" if len(messages) > 1 else ""
-    msg["Subject"] = f"[{first.status.upper()}] {first.title}{extra}"
-    msg["From"] = sender
-    msg["To"] = ", ".join(recipients)
+    msg["Subject"] = _one_line(f"[{first.status.upper()}] {first.title}{extra}")
+    msg["From"] = _address(sender)
+    msg["To"] = ", ".join(_address(r) for r in recipients)
     msg["Date"] = formatdate(localtime=False, usegmt=True)
     msg["Message-ID"] = make_msgid(domain="ett.local")
     body = "\n\n".join(
-        f"[{m.status.upper()}] {m.title}\n\n{m.text}\n\nDashboard: {m.generator_url}"
+        f"[{m.status.upper()}] {_one_line(m.title)}\n\n{_plain(m.text)}\n\n"
+        f"Dashboard: {quote(m.generator_url, safe=_URL_SAFE)}"
         for m in messages
     )
     msg.set_content(body)
+    msg.add_alternative(_email_html(messages), subtype="html")
     return msg
+
+
+def _email_html(messages: Sequence[AlertMessage]) -> str:
+    """The HTML part: every piece of alert text escaped, the one link an escaped href."""
+    blocks = []
+    for m in messages:
+        lines = "<br>\n".join(html.escape(line) for line in _plain(m.text).split("\n"))
+        href = html.escape(quote(m.generator_url, safe=_URL_SAFE), quote=True)
+        blocks.append(
+            f"<h2>[{m.status.upper()}] {html.escape(_one_line(m.title))}</h2>\n<p>{lines}</p>\n"
+            f'<p><a href="{href}">Open dashboard</a></p>'
+        )
+    return "<!doctype html><html><body>\n" + "\n<hr>\n".join(blocks) + "\n</body></html>\n"
 
 
 def _common(dicts: Iterable[dict[str, str]]) -> dict[str, str]:
@@ -268,7 +343,7 @@ def _post_json(
 
 def _send_email(channel: Channel, messages: Sequence[AlertMessage], timeout: float) -> int:
     opts = channel.options
-    recipients = [a.strip() for a in channel.target.split(",") if a.strip()]
+    recipients = [formataddr(pair) for pair in getaddresses([channel.target]) if pair[1]]
     if not recipients:
         raise _Permanent("no recipient address")
     msg = email_message(

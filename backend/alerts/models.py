@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import (
     Boolean,
     Float,
@@ -18,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, JSONType
+from backend.text import CleanStr
 from backend.types import BigIntPK
 
 
@@ -200,21 +201,42 @@ class EvaluatorLease(Base):
 # ---- API shapes --------------------------------------------------------------------------------
 
 
+# The actor is the admin token's name; a body that names one is refused, not silently ignored.
+_ACTOR_FIELDS = {"created_by": "silence", "acknowledged_by": "acknowledgement"}
+
+
+def _refuse_actor(data: Any) -> Any:
+    if isinstance(data, dict):
+        for key, what in _ACTOR_FIELDS.items():
+            if key in data:
+                raise ValueError(
+                    f"{key} is not accepted: the {what} is recorded under the name of the admin "
+                    "token that sends the request; drop the field"
+                )
+    return data
+
+
 class SilenceCreate(BaseModel):
     """POST /api/v1/silences: at least one matcher, an expiry (or a duration), a comment."""
 
-    owner: str | None = None
-    component: str | None = None
-    model: str | None = None
-    starts_at: str | float | None = None
-    ends_at: str | float | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    owner: CleanStr | None = Field(default=None, max_length=128)
+    component: CleanStr | None = Field(default=None, max_length=64)
+    model: CleanStr | None = Field(default=None, max_length=256)
+    starts_at: str | float | None = Field(default=None, description="RFC 3339 or epoch seconds")
+    ends_at: str | float | None = Field(default=None, description="RFC 3339 or epoch seconds")
     duration: str | float | None = Field(default=None, description="e.g. 2h, instead of ends_at")
-    comment: str = Field(min_length=1, max_length=4096)
-    created_by: str = Field(default="api", max_length=128)
+    comment: CleanStr = Field(min_length=1, max_length=4096, description="why; required")
+
+    _no_actor = model_validator(mode="before")(_refuse_actor)
 
 
 class AckCreate(BaseModel):
-    """POST /api/v1/alerts/{fingerprint}/ack."""
+    """POST /api/v1/alerts/{fingerprint}/ack: an optional comment (the actor is the token)."""
 
-    acknowledged_by: str = Field(min_length=1, max_length=128)
-    comment: str = Field(default="", max_length=4096)
+    model_config = ConfigDict(extra="forbid")
+
+    comment: CleanStr = Field(default="", max_length=4096)
+
+    _no_actor = model_validator(mode="before")(_refuse_actor)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import socket
 import time
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -45,6 +47,7 @@ from backend.alerts.models import (
 from backend.alerts.slos import ChannelSpec, SloFile, SloSpec, format_duration, load_slo_file
 from backend.config import Settings
 from backend.db import Database, insert_for
+from backend.text import clean_tree, text_problem
 from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -244,6 +247,66 @@ def release_lease(*, db_session: Session, holder: str, name: str = LEASE_NAME) -
 # ---- silences and acks ------------------------------------------------------------------------
 
 
+SILENCE_COMMENT_MAX = 4096
+SILENCE_MATCHER_MAX = {"owner": 128, "component": 64, "model": 256}
+
+
+def check_silence(
+    *,
+    owner: str | None,
+    component: str | None,
+    model: str | None,
+    starts_at: float,
+    ends_at: float,
+    comment: str | None,
+    created_by: str | None,
+    now: float,
+    max_duration_s: float,
+) -> dict[str, Any]:
+    """The one set of silence rules (REST and dashboard): the row's fields, or ValueError."""
+    matchers: dict[str, str | None] = {}
+    for key, value in (("owner", owner), ("component", component), ("model", model)):
+        value = (value or "").strip() or None
+        if value is not None:
+            if len(value) > SILENCE_MATCHER_MAX[key]:
+                raise ValueError(f"{key} is longer than {SILENCE_MATCHER_MAX[key]} characters")
+            clean_tree(value, key)
+        matchers[key] = value
+    if not any(matchers.values()):
+        raise ValueError("a silence needs at least one matcher (owner, component or model)")
+    comment = (comment or "").strip()
+    if not comment:
+        raise ValueError(
+            "a silence needs a comment that says why (whoever reads it later needs it)"
+        )
+    if len(comment) > SILENCE_COMMENT_MAX:
+        raise ValueError(f"the comment is longer than {SILENCE_COMMENT_MAX} characters")
+    clean_tree(comment, "comment")
+    if not created_by:
+        raise ValueError("a silence needs an actor: the name of the admin token that creates it")
+    if not (math.isfinite(starts_at) and math.isfinite(ends_at)):
+        raise ValueError("a silence's start and end must be finite times")
+    if ends_at <= starts_at:
+        raise ValueError("a silence must end after it starts")
+    if ends_at <= now:
+        raise ValueError("that silence would already have ended; give an end in the future")
+    limit = format_duration(max_duration_s)
+    if ends_at - starts_at > max_duration_s:
+        raise ValueError(
+            f"a silence may last at most {limit} (ETT_SILENCE_MAX_DURATION_S); this one lasts "
+            f"{format_duration(round(ends_at - starts_at))}. Make it shorter and renew it if needed"
+        )
+    if starts_at - now > max_duration_s:
+        raise ValueError(f"a silence may start at most {limit} from now")
+    return {
+        **matchers,
+        "starts_at": float(starts_at),
+        "ends_at": float(ends_at),
+        "comment": comment,
+        "created_by": created_by,
+    }
+
+
 def create_silence(
     *,
     db_session: Session,
@@ -252,16 +315,17 @@ def create_silence(
     model: str | None,
     starts_at: float,
     ends_at: float,
-    comment: str,
+    comment: str | None,
     created_by: str,
+    max_duration_s: float,
     now: float | None = None,
 ) -> Silence:
-    """Mute notices of alerts matching every given matcher, from starts_at to ends_at."""
-    if not (owner or component or model):
-        raise ValueError("a silence needs at least one matcher (owner, component or model)")
-    if ends_at <= starts_at:
-        raise ValueError("a silence must end after it starts")
-    row = Silence(
+    """Mute notices of alerts matching every given matcher, from starts_at to ends_at.
+
+    The rules are check_silence's; created_by is the name of the token that asks.
+    """
+    now = time.time() if now is None else now
+    fields = check_silence(
         owner=owner,
         component=component,
         model=model,
@@ -269,8 +333,10 @@ def create_silence(
         ends_at=ends_at,
         comment=comment,
         created_by=created_by,
-        created_at=time.time() if now is None else now,
+        now=now,
+        max_duration_s=max_duration_s,
     )
+    row = Silence(**fields, created_at=now)
     db_session.add(row)
     db_session.flush()
     return row
@@ -322,7 +388,18 @@ def acknowledge(
     comment: str = "",
     now: float | None = None,
 ) -> Acknowledgement | None:
-    """Record that someone took the alert's current episode in hand; None if no such alert."""
+    """Record that someone took the alert's current episode in hand; None if no such alert.
+
+    acknowledged_by is the name of the token that asks; a bad comment raises ValueError.
+    """
+    comment = (comment or "").strip()
+    if len(comment) > SILENCE_COMMENT_MAX:
+        raise ValueError(f"the comment is longer than {SILENCE_COMMENT_MAX} characters")
+    clean_tree(comment, "comment")
+    if not acknowledged_by:
+        raise ValueError("an acknowledgement needs an actor: the name of the admin token")
+    if text_problem(fingerprint) or len(fingerprint) > 64:
+        return None
     state = db_session.get(AlertState, fingerprint)
     if state is None:
         return None
@@ -970,17 +1047,29 @@ def alert_doc(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, A
     }
 
 
+# The range datetime can show; a stored time outside it (an absurd silence) is shown clamped.
+_MIN_SHOWN = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_MAX_SHOWN = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+
+
+def shown_time(ts: float | None) -> str | None:
+    """RFC 3339 for any stored time: out-of-range times are clamped, NaN reads as None."""
+    if ts is None or math.isnan(ts):
+        return None
+    return rfc3339(min(max(ts, _MIN_SHOWN), _MAX_SHOWN))
+
+
 def silence_doc(s: Silence, now: float) -> dict[str, Any]:
-    """One silence as the API and the owners page show it."""
+    """One silence as the API and the owners page show it (safe for any stored row)."""
     return {
         "id": s.id,
         "matchers": {k: getattr(s, k) for k in ("owner", "component", "model") if getattr(s, k)},
-        "starts_at": rfc3339(s.starts_at),
-        "ends_at": rfc3339(s.ends_at),
-        "active": s.starts_at <= now < s.ends_at,
+        "starts_at": shown_time(s.starts_at),
+        "ends_at": shown_time(s.ends_at),
+        "active": bool(s.starts_at <= now < s.ends_at),
         "comment": s.comment,
         "created_by": s.created_by,
-        "created_at": rfc3339(s.created_at),
+        "created_at": shown_time(s.created_at),
     }
 
 

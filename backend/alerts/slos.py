@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.ett import catalogue
+from backend.text import clean_tree
 
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 
@@ -24,13 +26,17 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604
 def parse_duration(value: str | float | int) -> float:
     """Seconds from a number or a string such as '90s', '30m', '6h', '7d'."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if value < 0:
+        seconds = float(value)
+        if seconds < 0:
             raise ValueError("a duration cannot be negative")
-        return float(value)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 30m, 6h, 7d)")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"not a duration: {str(value)[:40]!r} (use e.g. 90s, 30m, 6h, 7d)")
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ValueError("a duration must be a finite number of seconds")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:
@@ -64,6 +70,11 @@ class SloSpec(BaseModel):
     runbook_url: str | None = None
     description: str | None = None
     enabled: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        return clean_tree(data, "SLO")
 
     @field_validator("window_s", "for_s", mode="before")
     @classmethod
@@ -125,6 +136,11 @@ class ChannelSpec(BaseModel):
     target: str = Field(min_length=1, max_length=2048)
     options: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        return clean_tree(data, "channel")
 
 
 class SloFile(BaseModel):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 from pydantic import BaseModel
 
 from backend.alerts import service
@@ -13,12 +13,14 @@ from backend.alerts.models import AckCreate, Silence, SilenceCreate
 from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
+from backend.text import CleanStr
 from backend.timefmt import rfc3339
 from ingest.schema import parse_time
 
 router = APIRouter(tags=["alerts"])
 
 AlertStateName = Literal["inactive", "pending", "firing", "resolved"]
+SloName = Annotated[CleanStr, Path(max_length=128)]
 
 
 class SloRead(BaseModel):
@@ -50,13 +52,17 @@ def _slo_read(spec: SloSpec) -> SloRead:
 
 
 @router.get("/slos", response_model=list[SloRead])
-def get_slos(db_session: SessionDep, _: ReadAccess, owner: str | None = None) -> list[SloRead]:
+def get_slos(
+    db_session: SessionDep,
+    _: ReadAccess,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
+) -> list[SloRead]:
     """Every SLO (from the SLO file and the admin API), optionally one owner's."""
     return [_slo_read(s) for s in service.list_slos(db_session=db_session, owner=owner)]
 
 
 @router.get("/slos/{name}", response_model=SloRead)
-def get_slo(name: str, db_session: SessionDep, _: ReadAccess) -> SloRead:
+def get_slo(name: SloName, db_session: SessionDep, _: ReadAccess) -> SloRead:
     """One SLO."""
     spec = service.get_slo(db_session=db_session, name=name)
     if spec is None:
@@ -65,7 +71,7 @@ def get_slo(name: str, db_session: SessionDep, _: ReadAccess) -> SloRead:
 
 
 @router.put("/slos/{name}", response_model=SloRead)
-def put_slo(name: str, spec: SloSpec, db_session: SessionDep, _: AdminAccess) -> SloRead:
+def put_slo(name: SloName, spec: SloSpec, db_session: SessionDep, _: AdminAccess) -> SloRead:
     """Create or replace an SLO (admin); it then overrides a file SLO of the same name."""
     if spec.name != name:
         raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
@@ -75,7 +81,7 @@ def put_slo(name: str, spec: SloSpec, db_session: SessionDep, _: AdminAccess) ->
 
 
 @router.delete("/slos/{name}", status_code=204)
-def delete_slo(name: str, db_session: SessionDep, _: AdminAccess) -> Response:
+def delete_slo(name: SloName, db_session: SessionDep, _: AdminAccess) -> Response:
     """Delete an SLO (admin); its firing alerts resolve on the next evaluation."""
     if not service.delete_slo(db_session=db_session, name=name):
         raise HTTPException(404, f"no SLO named {name!r}")
@@ -87,11 +93,11 @@ def delete_slo(name: str, db_session: SessionDep, _: AdminAccess) -> Response:
 def get_alerts(
     db_session: SessionDep,
     _: ReadAccess,
-    owner: str | None = None,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
     state: AlertStateName | None = None,
-    component: str | None = None,
-    model: str | None = None,
-    slo: str | None = None,
+    component: Annotated[CleanStr | None, Query(max_length=64)] = None,
+    model: Annotated[CleanStr | None, Query(max_length=256)] = None,
+    slo: Annotated[CleanStr | None, Query(max_length=128)] = None,
     limit: int = Query(500, ge=1, le=5000),
 ) -> list[dict[str, Any]]:
     """Alert instances (filters: owner, state, component, model, slo), firing first."""
@@ -109,15 +115,21 @@ def get_alerts(
 
 @router.post("/alerts/{fingerprint}/ack", status_code=201)
 def ack_alert(
-    fingerprint: str, body: AckCreate, db_session: SessionDep, _: AdminAccess
+    fingerprint: Annotated[CleanStr, Path(max_length=64)],
+    body: AckCreate,
+    db_session: SessionDep,
+    token: AdminAccess,
 ) -> dict[str, Any]:
-    """Acknowledge an alert's current episode."""
-    ack = service.acknowledge(
-        db_session=db_session,
-        fingerprint=fingerprint,
-        acknowledged_by=body.acknowledged_by,
-        comment=body.comment,
-    )
+    """Acknowledge an alert's current episode, as the admin token's name."""
+    try:
+        ack = service.acknowledge(
+            db_session=db_session,
+            fingerprint=fingerprint,
+            acknowledged_by=token.name,
+            comment=body.comment,
+        )
+    except ValueError as err:
+        raise HTTPException(422, str(err)) from err
     if ack is None:
         raise HTTPException(404, f"no alert with fingerprint {fingerprint!r}")
     db_session.commit()
@@ -132,7 +144,10 @@ def ack_alert(
 
 @router.get("/silences")
 def get_silences(
-    db_session: SessionDep, _: ReadAccess, active: bool = False, owner: str | None = None
+    db_session: SessionDep,
+    _: ReadAccess,
+    active: bool = False,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
 ) -> list[dict[str, Any]]:
     """Silences, newest first; active=true keeps those in force now."""
     now = time.time()
@@ -143,11 +158,19 @@ def get_silences(
 
 
 @router.post("/silences", status_code=201)
-def post_silence(body: SilenceCreate, db_session: SessionDep, _: AdminAccess) -> dict[str, Any]:
-    """Create a silence: matchers on owner, component, model; an expiry; a comment."""
+def post_silence(
+    body: SilenceCreate, db_session: SessionDep, settings: SettingsDep, token: AdminAccess
+) -> dict[str, Any]:
+    """Create a silence: matchers on owner, component, model; an expiry; a required comment.
+
+    The silence is recorded as created by the admin token's name. It may last at most
+    ETT_SILENCE_MAX_DURATION_S (default 30 days).
+    """
     now = time.time()
     try:
         starts = parse_time(body.starts_at) if body.starts_at is not None else now
+        if body.ends_at is not None and body.duration is not None:
+            raise ValueError("give either ends_at or duration, not both")
         if body.ends_at is not None:
             ends = parse_time(body.ends_at)
         elif body.duration is not None:
@@ -162,17 +185,20 @@ def post_silence(body: SilenceCreate, db_session: SessionDep, _: AdminAccess) ->
             starts_at=starts,
             ends_at=ends,
             comment=body.comment,
-            created_by=body.created_by,
+            created_by=token.name,
+            max_duration_s=settings.silence_max_duration_s,
             now=now,
         )
     except ValueError as err:
-        raise HTTPException(400, str(err)) from err
+        raise HTTPException(422, str(err)) from err
     db_session.commit()
     return service.silence_doc(row, now)
 
 
 @router.delete("/silences/{silence_id}")
-def delete_silence(silence_id: int, db_session: SessionDep, _: AdminAccess) -> dict[str, Any]:
+def delete_silence(
+    silence_id: Annotated[int, Path(ge=1, le=2**63 - 1)], db_session: SessionDep, _: AdminAccess
+) -> dict[str, Any]:
     """Expire a silence now."""
     if not service.expire_silence(db_session=db_session, silence_id=silence_id):
         raise HTTPException(404, f"no silence {silence_id}")
@@ -182,7 +208,11 @@ def delete_silence(silence_id: int, db_session: SessionDep, _: AdminAccess) -> d
 
 @router.put("/owners/{owner}/channels/{name}")
 def put_channel(
-    owner: str, name: str, spec: ChannelSpec, db_session: SessionDep, _: AdminAccess
+    owner: Annotated[CleanStr, Path(max_length=128)],
+    name: str,
+    spec: ChannelSpec,
+    db_session: SessionDep,
+    _: AdminAccess,
 ) -> dict[str, Any]:
     """Create or replace one of an owner's channels (admin)."""
     if spec.name != name:
@@ -193,7 +223,9 @@ def put_channel(
 
 
 @router.get("/owners/{owner}/channels")
-def get_channels(owner: str, db_session: SessionDep, _: AdminAccess) -> list[dict[str, Any]]:
+def get_channels(
+    owner: Annotated[CleanStr, Path(max_length=128)], db_session: SessionDep, _: AdminAccess
+) -> list[dict[str, Any]]:
     """An owner's channels with their targets (admin: targets can hold secrets)."""
     return [
         {
@@ -210,7 +242,10 @@ def get_channels(owner: str, db_session: SessionDep, _: AdminAccess) -> list[dic
 
 @router.get("/owners/{owner}/status")
 def owner_status(
-    owner: str, db_session: SessionDep, settings: SettingsDep, _: ReadAccess
+    owner: Annotated[CleanStr, Path(max_length=128)],
+    db_session: SessionDep,
+    settings: SettingsDep,
+    _: ReadAccess,
 ) -> dict[str, Any]:
     """An owner's SLOs with their current value and state, firing alerts, silences, deliveries."""
     return service.owner_status(

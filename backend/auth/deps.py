@@ -30,9 +30,14 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
             "(create one with `ett token create`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    token = service.lookup(db_session=db_session, secret=secret)
-    if token is None:
-        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    # A session of its own: recording the token's use commits, and must not take the request's
+    # own transaction (or its locks) with it.
+    with Session(db_session.get_bind(), expire_on_commit=False) as auth_session:
+        try:
+            token = service.resolve(db_session=auth_session, secret=secret)
+        except service.TokenRefused as err:
+            raise HTTPException(401, str(err), headers={"WWW-Authenticate": "Bearer"}) from None
+        auth_session.expunge(token)
     if not service.allows_scope(token, scope):
         raise HTTPException(
             403, f"token {token.name!r} has scope {token.scope!r}; this needs {scope!r} or admin"

@@ -21,5 +21,9 @@ class ApiToken(Base):
     scope: Mapped[str] = mapped_column(String(16))
     models: Mapped[list[str] | None] = mapped_column(JSONType)
     created_at: Mapped[float] = mapped_column(Float)
+    # Written at most once a minute per token (backend/auth/service.py: touch).
     last_used_at: Mapped[float | None] = mapped_column(Float)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+    # None: never expires.
+    expires_at: Mapped[float | None] = mapped_column(Float)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -45,7 +46,7 @@ def test_help_on_every_command() -> None:
     root = typer.main.get_command(app)
     commands = _walk(root, [])
     names = {" ".join(p) for p, _ in commands}
-    assert {"serve", "db upgrade", "token create"} <= names
+    assert {"serve", "db upgrade", "token create", "token list", "token revoke"} <= names
     runner = CliRunner()
     for path, cmd in commands:
         result = runner.invoke(app, [*path, "--help"])
@@ -100,3 +101,30 @@ def test_token_create_prints_the_token_alone_on_the_last_line(env: dict[str, str
     assert dup.returncode == 2 and "exists already" in dup.stderr
     bad = run(["token", "create", "--name", "x", "--scope", "root"], env, check=False)
     assert bad.returncode == 2 and "scope must be one of" in bad.stderr
+    bad = run(["token", "create", "--name", "x", "--expires-in", "soon"], env, check=False)
+    assert bad.returncode == 2 and "--expires-in: not a duration" in bad.stderr
+
+
+def test_token_list_expiry_and_revoke(env: dict[str, str]) -> None:
+    run(["db", "upgrade"], env)
+    made = run(["token", "create", "--name", "ci", "--scope", "read", "--expires-in", "30d"], env)
+    assert "expires 20" in made.stderr
+    secret = made.stdout.strip().splitlines()[-1]
+    run(["token", "create", "--name", "fleet"], env)
+    lines = run(["token", "list"], env).stdout.strip().splitlines()
+    assert lines[0].split("\t") == [
+        "id", "name", "scope", "models", "created", "expires", "last used", "status",
+    ]  # fmt: skip
+    rows = {line.split("\t")[1]: line.split("\t") for line in lines[1:]}
+    ci, fleet = rows["ci"], rows["fleet"]
+    assert ci[2] == "read" and ci[3] == "*" and ci[6] == "never" and ci[7] == "active"
+    assert ci[5] > ci[4] and fleet[5] == "never"  # 30 days later; fleet never expires
+    assert secret not in "\n".join(lines)
+    out = run(["token", "revoke", "ci"], env).stdout
+    assert "'ci'" in out and "revoked since" in out
+    run(["token", "revoke", fleet[0]], env)  # by id
+    listed = json.loads(run(["token", "list", "--json"], env).stdout)
+    assert {t["name"]: t["status"] for t in listed} == {"ci": "revoked", "fleet": "revoked"}
+    assert all(t["revoked_at"] for t in listed) and secret not in json.dumps(listed)
+    missing = run(["token", "revoke", "nobody"], env, check=False)
+    assert missing.returncode == 2 and "no token named 'nobody'" in missing.stderr

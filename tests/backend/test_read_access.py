@@ -9,8 +9,9 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 
 PARAMS = {"job_id": "no-such-job", "model": "no-such-model", "owner": "no-such-owner"}
-# Channel settings hold webhook URLs and SMTP credentials: admin only, whatever the setting.
-ADMIN_READS = {"/api/v1/owners/no-such-owner/channels"}
+# Channel settings hold webhook URLs and SMTP credentials, and the token list says who can do
+# what: admin only, whatever the setting.
+ADMIN_READS = {"/api/v1/owners/no-such-owner/channels", "/api/v1/tokens"}
 
 
 def _get_routes(app) -> list[str]:

@@ -312,6 +312,8 @@ def test_silence_mutes_then_lapses_and_resolved_follows(
             ends_at=now + 100,
             comment="maintenance",
             created_by="ops",
+            max_duration_s=settings.silence_max_duration_s,
+            now=now - 10,
         )
         s.commit()
     _pass(database, settings, now)
@@ -345,6 +347,8 @@ def test_silenced_episode_resolves_without_any_notice(
             ends_at=T + 3 * DAY,
             comment="known",
             created_by="ops",
+            max_duration_s=settings.silence_max_duration_s,
+            now=T,
         )
         s.commit()
     _pass(database, settings, T + 12_000)
