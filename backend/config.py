@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     alert_eval_interval_s: float = 60.0
     alerts_enabled: bool = True
     log_level: str = "info"
+    # /metrics exports this many models under their own name (oldest first); the rest are "other".
+    metrics_max_models: int = Field(default=50, ge=0)
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:
