@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import Counter, Histogram, disable_created_metrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.alerts.delivery import CHANNEL_KINDS, Outcome
 
 # `_created` series double the exposition and Prometheus 2.42 does not use them.
 disable_created_metrics()
@@ -43,6 +45,13 @@ ALERT_DELIVERIES = Counter(
     ["channel", "outcome"],
     registry=None,
 )
+
+# Every label combination that can occur starts at 0, so a first event is an increase to see.
+for _kind in CHANNEL_KINDS:
+    for _outcome in get_args(Outcome):
+        ALERT_DELIVERIES.labels(_kind, _outcome)
+INGEST_EVENTS.labels("accepted", "")
+INGEST_EVENTS.labels("duplicate", "")
 
 PROCESS_COLLECTORS = (INGEST_EVENTS, HTTP_DURATION, RECOMPUTE_FAILURES, ALERT_DELIVERIES)
 

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from backend.auth.deps import ReadAccess
 from backend.config import Settings
 from backend.db import Database
+from backend.deps import SessionDep
 from backend.exporter.collector import DatabaseCollector
 from backend.exporter.health import PROCESS_COLLECTORS, RequestTimer
 
@@ -37,8 +38,10 @@ def build_registry(settings: Settings, database: Database) -> CollectorRegistry:
         401: {"description": "ETT_READ_TOKEN_REQUIRED=true and no or bad bearer token"},
     },
 )
-async def metrics(request: Request, _access: ReadAccess) -> Response:
+async def metrics(request: Request, _access: ReadAccess, db_session: SessionDep) -> Response:
     """Every exported metric (docs/PROMETHEUS.md); a read token when reads need one."""
+    # The token check's transaction ends here: on SQLite it would lock out the collector's own.
+    db_session.rollback()
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     registry: CollectorRegistry = request.app.state.metrics_registry
     body = await run_in_threadpool(encoder, registry)
