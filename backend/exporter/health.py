@@ -114,12 +114,18 @@ def count_delivery(*, channel_kind: str, outcome: str) -> None:
 
 
 def route_template(scope: Scope) -> str:
-    """The matched route's template (`/api/v1/jobs/{job_id}`), never a raw path: bounded."""
+    """The matched route's template (`/api/v1/jobs/{job_id}/ett`), never a raw path: bounded."""
     path = scope.get("path", "")
-    if scope.get("route") is None:
+    route = scope.get("route")
+    if route is None:
         return "unmatched" if path == "/api" or path.startswith("/api/") else "dashboard"
-    values = {str(v): k for k, v in (scope.get("path_params") or {}).items()}
-    return "/".join("{" + values[seg] + "}" if seg in values else seg for seg in path.split("/"))
+    fmt = getattr(route, "path_format", None) or getattr(route, "path", "")
+    try:
+        rendered = fmt.format(**(scope.get("path_params") or {}))
+    except (KeyError, IndexError, ValueError):
+        return fmt
+    # The route's own path is relative to the routers it was included in: keep their prefix.
+    return path[: len(path) - len(rendered)] + fmt if path.endswith(rendered) else fmt
 
 
 class RequestTimer:
