@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Make sure what the test suite talks to is here: a Postgres answering on 127.0.0.1:5432,
-# headless Chromium with its driver, and Alertmanager. Installs with apt-get when missing.
+# headless Chromium with its driver, Alertmanager, and Prometheus with promtool (the exporter's
+# tests start their own Prometheus on a free port; the Debian service is not used).
+# Installs with apt-get when missing.
 set -euo pipefail
 
 apt_install() {
@@ -32,8 +34,9 @@ missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+{ command -v prometheus && command -v promtool; } >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   apt_install "${missing[@]}"
 fi
-echo "test services ready: postgres $(pg_isready -h 127.0.0.1 -p 5432 | cut -d' ' -f3-), $(chromium --version 2>/dev/null | head -1), alertmanager $(prometheus-alertmanager --version 2>&1 | head -1 | awk '{print $3}')"
+echo "test services ready: postgres $(pg_isready -h 127.0.0.1 -p 5432 | cut -d' ' -f3-), $(chromium --version 2>/dev/null | head -1), alertmanager $(prometheus-alertmanager --version 2>&1 | head -1 | awk '{print $3}'), prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}')"
