@@ -21,6 +21,8 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,6 +31,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.alerts.models import AlertState, Slo
+from backend.alerts.slos import DEFAULT_SLOS_FILE, load_slo_file
 from backend.config import Settings
 from backend.db import Database
 from backend.ett.catalogue import FAILURE_KINDS
@@ -80,6 +83,16 @@ class ModelFolder:
 
 def _team(team: str | None) -> str:
     return team or UNKNOWN
+
+
+@lru_cache(maxsize=4)
+def _file_ett_slos(path: str, _mtime_ns: int) -> tuple[dict[str, Any], ...]:
+    """The ett_floor SLOs of an SLO file, parsed once per version of the file."""
+    return tuple(
+        {"name": x.name, "owner": x.owner, "objective": x.objective, "model": x.model}
+        for x in load_slo_file(Path(path)).slos
+        if x.indicator == "ett_floor" and x.enabled
+    )
 
 
 class DatabaseCollector(Collector):
@@ -294,13 +307,12 @@ class DatabaseCollector(Collector):
                 if ind == "ett_floor" and enabled
             ]
         # The evaluator has not synced the SLO file yet: read it as it would.
-        from backend.alerts.service import slo_file_for
-
-        return [
-            {"name": x.name, "owner": x.owner, "objective": x.objective, "model": x.model}
-            for x in slo_file_for(self.settings).slos
-            if x.indicator == "ett_floor" and x.enabled
-        ]
+        path = Path(self.settings.slos_file or DEFAULT_SLOS_FILE)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return []
+        return list(_file_ett_slos(str(path), mtime))
 
     def _running(self, s: Session, models: ModelFolder, phases: PhaseFolder) -> Iterator[Metric]:
         last_end = (
