@@ -21,6 +21,8 @@ ALERTS = HERE / "rules" / "ett_alerts.yml"
 
 # Windows of the ETT% recordings: 1h, 1d, 7d for people; the others feed the burn-rate alerts.
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "7d")
+LONG_WINDOWS = ("1d", "7d")
+LONG_INTERVAL = "2m"
 
 # Burn-rate tiers: (alert, long window, short window, f, severity, for). The threshold is
 # 1 + f * (max_burn - 1), max_burn = 1 / (1 - objective): always above 1 (faster than the
@@ -45,36 +47,34 @@ def _net(metric: str, window: str, by: str) -> str:
     )
 
 
-def recording_rules() -> dict:
-    """The recording rule groups."""
-    ledger: list[dict] = []
-    for w in WINDOWS:
-        ledger += [
-            {
-                "record": f"model_phase:ett_gpu_seconds:increase{w}",
-                "expr": _net("ett_gpu_seconds", w, "model, team, component, phase"),
-            },
-            {
-                "record": f"model:ett_gpu_seconds:increase{w}",
-                "expr": f"sum by (model, team, component) (model_phase:ett_gpu_seconds:increase{w})\n",
-            },
-            {
-                "record": f"model:ett_ratio:rate{w}",
-                "expr": (
-                    f'sum by (model, team) (model:ett_gpu_seconds:increase{w}{{component="effective_training"}})\n'
-                    f"/ (sum by (model, team) (model:ett_gpu_seconds:increase{w}) > 0)\n"
-                ),
-            },
-            {
-                "record": f"ett:ett_ratio:rate{w}",
-                "expr": (
-                    f'sum(model:ett_gpu_seconds:increase{w}{{component="effective_training"}})\n'
-                    f"/ (sum(model:ett_gpu_seconds:increase{w}) > 0)\n"
-                ),
-            },
-        ]
-    for w in ("1h", "1d", "7d"):
-        ledger += [
+def _window_rules(w: str) -> list[dict]:
+    """The ledger recordings of one window."""
+    rules = [
+        {
+            "record": f"model_phase:ett_gpu_seconds:increase{w}",
+            "expr": _net("ett_gpu_seconds", w, "model, team, component, phase"),
+        },
+        {
+            "record": f"model:ett_gpu_seconds:increase{w}",
+            "expr": f"sum by (model, team, component) (model_phase:ett_gpu_seconds:increase{w})\n",
+        },
+        {
+            "record": f"model:ett_ratio:rate{w}",
+            "expr": (
+                f'sum by (model, team) (model:ett_gpu_seconds:increase{w}{{component="effective_training"}})\n'
+                f"/ (sum by (model, team) (model:ett_gpu_seconds:increase{w}) > 0)\n"
+            ),
+        },
+        {
+            "record": f"ett:ett_ratio:rate{w}",
+            "expr": (
+                f'sum(model:ett_gpu_seconds:increase{w}{{component="effective_training"}})\n'
+                f"/ (sum(model:ett_gpu_seconds:increase{w}) > 0)\n"
+            ),
+        },
+    ]
+    if w in ("1h", "1d", "7d"):
+        rules += [
             {
                 "record": f"component:ett_lost_gpu_seconds:increase{w}",
                 "expr": (
@@ -94,6 +94,13 @@ def recording_rules() -> dict:
                 "expr": _net("ett_job_failures", w, "model, team, kind"),
             },
         ]
+    return rules
+
+
+def recording_rules() -> dict:
+    """The recording rule groups: short windows, long windows (a longer interval), burn rates."""
+    short = [r for w in WINDOWS if w not in LONG_WINDOWS for r in _window_rules(w)]
+    long = [r for w in LONG_WINDOWS for r in _window_rules(w)]
     burn: list[dict] = [
         {
             "record": "model:ett_objective:ratio",
@@ -120,7 +127,9 @@ def recording_rules() -> dict:
         )
     return {
         "groups": [
-            {"name": "ett-ledger", "rules": ledger},
+            {"name": "ett-ledger", "rules": short},
+            # increase() over a day or a week reads every sample of it: evaluate these less often.
+            {"name": "ett-ledger-long", "interval": LONG_INTERVAL, "rules": long},
             {"name": "ett-slo-burn-rates", "rules": burn},
         ]
     }

@@ -125,7 +125,7 @@ class LiveStack:
                 "scrape_interval": f"{SCRAPE_INTERVAL_S}s",
                 "evaluation_interval": f"{SCRAPE_INTERVAL_S}s",
             },
-            "rule_files": [str(p) for p in sorted(RULES.glob("*.yml"))],
+            "rule_files": self._rule_files(),
             "scrape_configs": [
                 {
                     "job_name": "ett",
@@ -151,6 +151,20 @@ class LiveStack:
             f"Prometheus ready on {self.prom_url}\n{self.log_tail('prometheus')}",
             lambda: self.http.get(self.prom_url + "/-/ready").status_code == 200,
         )
+
+    def _rule_files(self) -> list[str]:
+        """The shipped rule files, with every group evaluated at the scrape interval."""
+        out = []
+        (self.workdir / "rules").mkdir(exist_ok=True)
+        for path in sorted(RULES.glob("*.yml")):
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            for group in doc["groups"]:
+                if "interval" in group:
+                    group["interval"] = f"{SCRAPE_INTERVAL_S}s"
+            copy = self.workdir / "rules" / path.name
+            copy.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+            out.append(str(copy))
+        return out
 
     def close(self) -> None:
         """Stop everything this stack started (SIGTERM, then SIGKILL after 10 s)."""
