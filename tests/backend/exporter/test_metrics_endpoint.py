@@ -272,3 +272,68 @@ def test_a_path_parameter_with_slashes_stays_out_of_the_route_label(
     text = client.get("/metrics").text
     assert 'route="/api/v1/jobs/{job_id}/ett"' in text
     assert "team/run/7" not in text
+
+
+def test_recompute_queue_lag_and_failures(
+    client: TestClient,
+    database: Database,
+    fleet: float,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marked job shows as queue depth and lag; a recompute that raises counts a failure."""
+    from sqlalchemy import update
+
+    from backend.ett import service as ett_service
+    from backend.jobs.models import Job
+
+    with database.session() as s:
+        s.execute(
+            update(Job).where(Job.job_id == "b-1").values(dirty=True, updated_at=time.time() - 30)
+        )
+        s.commit()
+    before = scrape(client)
+    assert total(before, "ett_recompute_queue_jobs") == 1
+    assert 30 <= total(before, "ett_recompute_lag_seconds") < 300
+
+    def broken(**_kw: Any) -> Any:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(ett_service, "compute", broken)
+    with database.session() as s:
+        assert ett_service.recompute_dirty(db_session=s, settings=settings) == 0
+    after = scrape(client)
+    assert (
+        total(after, "ett_recompute_failures_total")
+        == total(before, "ett_recompute_failures_total") + 1
+    )
+    assert total(after, "ett_recompute_queue_jobs") == 1  # it stays marked
+
+
+def test_alert_deliveries_are_counted_by_channel_kind_and_outcome(
+    client: TestClient, database: Database
+) -> None:
+    """Each delivery attempt the alert service logs is counted once."""
+    from backend.alerts.delivery import Channel, DeliveryAttempt
+    from backend.alerts.service import _record_attempt
+
+    before = scrape(client)
+    record = _record_attempt(database, [(None, None)])
+    hook = Channel(kind="slack", target="http://127.0.0.1:9/hook", owner="data", name="chat")
+    record(
+        DeliveryAttempt(
+            channel=hook, attempt=1, started_at=time.time(), duration_s=0.1, outcome="retry"
+        )
+    )
+    record(
+        DeliveryAttempt(
+            channel=hook, attempt=2, started_at=time.time(), duration_s=0.1, outcome="delivered"
+        )
+    )
+    after = scrape(client)
+    for outcome in ("retry", "delivered"):
+        key = ("ett_alert_deliveries_total", (("channel", "slack"), ("outcome", outcome)))
+        assert after[key] == before[key] + 1
+    # Every (channel kind, outcome) exists from the start, so a first failure is an increase.
+    kinds = {dict(k[1])["channel"] for k in after if k[0] == "ett_alert_deliveries_total"}
+    assert kinds == {"webhook", "slack", "email", "alertmanager"}
