@@ -91,7 +91,7 @@ def test_read_token_required(
 ) -> None:
     """ETT_READ_TOKEN_REQUIRED=true: no token 401, an ingest token 403, a read token 200."""
     locked = settings.model_copy(update={"read_token_required": True})
-    app = create_app(locked, database=database, start_workers=False, with_dashboard=False)
+    app = create_app(locked, database=database, start_workers=False, with_dashboard=True)
     with TestClient(app) as c:
         assert c.get("/metrics").status_code == 401
         ingest = make_token("ingest")
