@@ -116,6 +116,18 @@ def test_ledger_equals_gpus_times_wall_time(stack: LiveStack) -> None:
     )
     for model, value in effective.items():
         assert eff[model] == pytest.approx(value, rel=1e-9)
+    # The counters themselves (no window, no extrapolation) in REST's GPU-hours.
+    week = {"start": _iso(time.time() - 7 * 86400), "end": _iso(time.time() + 1)}
+    fleet = stack.rest("/api/v1/fleet/ett", **week)["total"]
+    assert stack.scalar("sum(ett_gpu_seconds_total) / 3600") == pytest.approx(
+        fleet["wall_gpu_h"], rel=1e-9
+    )
+    lost = stack.by(
+        'sum by (component) (ett_gpu_seconds_total{component!="effective_training"}) / 3600 > 0',
+        "component",
+    )
+    rows = stack.rest("/api/v1/fleet/lost", by="component", **week)["rows"]
+    assert lost == pytest.approx({r["component"]: r["gpu_h"] for r in rows}, rel=1e-9)
     assert stack.scalar('sum(ett_job_failures_total{kind="preemption"})') == 1.0
     assert stack.scalar('sum(ett_job_failures_total{kind="app_error"})') == 1.0
     assert stack.scalar('sum(ett_ingest_events_total{outcome="rejected"})') == 1.0
