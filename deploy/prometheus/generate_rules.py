@@ -117,6 +117,17 @@ def recording_rules() -> dict:
                 ),
             }
         )
+    for w in sorted({t[1] for t in TIERS}, key=WINDOWS.index):
+        burn.append(
+            {
+                "record": f"model_owner:ett_lost_gpu_seconds:increase{w}",
+                "expr": (
+                    f'sum by (model, team, owner) (\n  model_phase:ett_gpu_seconds:increase{w}{{component!="effective_training"}}\n'
+                    "  * on (component, phase) group_left (owner)\n"
+                    "    max by (component, phase, owner) (ett_phase_owner_info)\n)\n"
+                ),
+            }
+        )
     for name, _long, _short, f, _sev, _for in TIERS:
         tier = name.removeprefix("ETTErrorBudgetBurn").lower()
         burn.append(
@@ -135,6 +146,19 @@ def recording_rules() -> dict:
     }
 
 
+def _with_top_owner(condition: str, window: str) -> str:
+    """The condition, labelled `top_owner`: the owner-mapping team that lost the model most
+    GPU-time over the window (kept without the label when the mapping is not scraped)."""
+    top = (
+        f"label_replace(topk by (model, team) (1, model_owner:ett_lost_gpu_seconds:increase{window}),"
+        ' "top_owner", "$1", "owner", "(.*)")'
+    )
+    return (
+        f"(\n{condition}) * on (model, team) group_left (top_owner) ({top} * 0 + 1)\n"
+        f"or\n(\n{condition}) unless on (model, team) {top}\n"
+    )
+
+
 def alert_rules() -> dict:
     """The multiwindow multi-burn-rate alerts on each model's ETT% SLO."""
     rules = []
@@ -145,10 +169,11 @@ def alert_rules() -> dict:
         rules.append(
             {
                 "alert": name,
-                "expr": (
+                "expr": _with_top_owner(
                     f"(model:ett_burn_rate:ratio_rate{long_w} > {on} {th})\n"
                     f"and {on}\n"
-                    f"(model:ett_burn_rate:ratio_rate{short_w} > {on} {th})\n"
+                    f"(model:ett_burn_rate:ratio_rate{short_w} > {on} {th})\n",
+                    long_w,
                 ),
                 "for": for_,
                 "labels": {"severity": severity, "burn_window": f"{long_w}/{short_w}"},
@@ -162,7 +187,8 @@ def alert_rules() -> dict:
                         f"more GPU-time over the last {long_w} (and {short_w}) than SLO "
                         '{{ $labels.slo }} allows: burn rate {{ $value | printf "%.2f" }} '
                         f"above the {tier} threshold 1 + {f} x (1/(1-objective) - 1). "
-                        f"Where it went: model:ett_gpu_seconds:increase{long_w} by component."
+                        "Most of the lost GPU-time is owned by {{ $labels.top_owner }}; by "
+                        f"owner: model_owner:ett_lost_gpu_seconds:increase{long_w}."
                     ),
                 },
             }
