@@ -93,9 +93,10 @@ def _converged(stack: LiveStack, expr: str, expected: float, rel: float = 1e-9) 
 def test_scrape_needs_and_uses_the_bearer_token(stack: LiveStack) -> None:
     """/metrics refuses a scrape without a token; Prometheus' target (with one) is up."""
     assert stack.http.get(stack.ett_url + "/metrics").status_code == 401
-    assert stack.scalar('up{job="ett"}') == 1.0
+    wait_for("the ett target up", lambda: stack.scalar('up{job="ett"}') == 1.0)
     targets = stack.http.get(stack.prom_url + "/api/v1/targets").json()["data"]["activeTargets"]
-    assert [t["health"] for t in targets] == ["up"]
+    assert [t["labels"]["job"] for t in targets] == ["ett"]
+    assert targets[0]["scrapeUrl"] == stack.ett_url + "/metrics"
 
 
 def test_ledger_equals_gpus_times_wall_time(stack: LiveStack) -> None:
