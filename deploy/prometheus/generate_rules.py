@@ -94,6 +94,18 @@ def _window_rules(w: str) -> list[dict]:
                 "expr": _net("ett_job_failures", w, "model, team, kind"),
             },
         ]
+    if w in {t[1] for t in TIERS}:
+        # In the window's own group, so it reads this evaluation's model_phase values.
+        rules.append(
+            {
+                "record": f"model_owner:ett_lost_gpu_seconds:increase{w}",
+                "expr": (
+                    f'sum by (model, team, owner) (\n  model_phase:ett_gpu_seconds:increase{w}{{component!="effective_training"}}\n'
+                    "  * on (component, phase) group_left (owner)\n"
+                    "    max by (component, phase, owner) (ett_phase_owner_info)\n)\n"
+                ),
+            }
+        )
     return rules
 
 
@@ -114,17 +126,6 @@ def recording_rules() -> dict:
                 "expr": (
                     f"(1 - model:ett_ratio:rate{w})\n"
                     "/ on (model, team) group_left (slo, owner) (1 - model:ett_objective:ratio)\n"
-                ),
-            }
-        )
-    for w in sorted({t[1] for t in TIERS}, key=WINDOWS.index):
-        burn.append(
-            {
-                "record": f"model_owner:ett_lost_gpu_seconds:increase{w}",
-                "expr": (
-                    f'sum by (model, team, owner) (\n  model_phase:ett_gpu_seconds:increase{w}{{component!="effective_training"}}\n'
-                    "  * on (component, phase) group_left (owner)\n"
-                    "    max by (component, phase, owner) (ett_phase_owner_info)\n)\n"
                 ),
             }
         )
