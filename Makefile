@@ -24,7 +24,7 @@ serve: setup ## serve whatever ETT_DATABASE_URL holds
 	$(BIN)/ett db upgrade
 	$(BIN)/ett serve --host $(HOST) --port $(PORT)
 
-test-services: ## start/install what the tests need: Postgres, Chromium, Alertmanager
+test-services: ## start/install what the tests need: Postgres, Chromium, Alertmanager, Prometheus
 	bash scripts/test_services.sh
 
 test: setup test-services ## the whole suite, against Postgres and SQLite

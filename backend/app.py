@@ -17,6 +17,7 @@ from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database
 from backend.ett.service import make_recompute_worker, recompute_jobs
+from backend.exporter.views import install_metrics
 from dashboard.app import mount_dashboard
 
 log = logging.getLogger("ett")
@@ -93,6 +94,7 @@ def create_app(
         return JSONResponse({"status": "ok", "database": db.dialect, "schema": sorted(current)})
 
     app.include_router(api_router, prefix="/api/v1")
+    install_metrics(app, settings, db)
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)
     return app

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     # The longest a silence may last (REST and dashboard alike); ETT_SILENCE_MAX_DURATION_S.
     silence_max_duration_s: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400.0)
     log_level: str = "info"
+    # /metrics exports this many models under their own name (oldest first); the rest are "other".
+    metrics_max_models: int = Field(default=50, ge=0)
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.deps import SessionDep
+from backend.exporter.health import count_ingest
 from backend.timefmt import rfc3339
 from ingest import service
 
@@ -133,6 +134,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             "limit; split it",
         )
     result = await run_in_threadpool(_store, db_session, events, token)
+    count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
         await run_in_threadpool(hook, result.job_ids)

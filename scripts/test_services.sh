@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure what the test suite talks to is here: a Postgres answering on 127.0.0.1:5432,
-# headless Chromium with its driver, Alertmanager, and SLURM (slurmctld, slurmd, munge: the SLURM
-# tests start their own one-node cluster from these). Installs with apt-get when missing.
+# headless Chromium with its driver, Alertmanager, Prometheus with promtool, and SLURM (slurmctld,
+# slurmd, munge). The tests start their own Prometheus and their own one-node SLURM cluster from
+# these, on free ports; the Debian services are not used. Installs with apt-get when missing.
 set -euo pipefail
 
 apt_install() {
@@ -37,8 +38,9 @@ command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanag
 [ -x /usr/sbin/slurmd ] || command -v slurmd >/dev/null || missing+=(slurmd)
 command -v sbatch >/dev/null || missing+=(slurm-client)
 [ -x /usr/sbin/munged ] || command -v munged >/dev/null || missing+=(munge)
+{ command -v prometheus && command -v promtool; } >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   apt_install "${missing[@]}"
 fi
-echo "test services ready: postgres $(pg_isready -h 127.0.0.1 -p 5432 | cut -d' ' -f3-), $(chromium --version 2>/dev/null | head -1), alertmanager $(prometheus-alertmanager --version 2>&1 | head -1 | awk '{print $3}'), $( (slurmd -V || /usr/sbin/slurmd -V) 2>/dev/null)"
+echo "test services ready: postgres $(pg_isready -h 127.0.0.1 -p 5432 | cut -d' ' -f3-), $(chromium --version 2>/dev/null | head -1), alertmanager $(prometheus-alertmanager --version 2>&1 | head -1 | awk '{print $3}'), $( (slurmd -V || /usr/sbin/slurmd -V) 2>/dev/null), prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}')"

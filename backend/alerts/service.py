@@ -48,6 +48,7 @@ from backend.alerts.slos import ChannelSpec, SloFile, SloSpec, format_duration, 
 from backend.config import Settings
 from backend.db import Database, insert_for
 from backend.text import clean_tree, text_problem
+from backend.exporter.health import count_delivery
 from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -677,6 +678,7 @@ def _record_attempt(db: Database, notices: Sequence[tuple[int | None, str | None
     """A delivery-log writer: one row per attempt and per notice the attempt carried."""
 
     def record(a: DeliveryAttempt) -> None:
+        count_delivery(channel_kind=a.channel.kind, outcome=a.outcome)
         with db.session() as s:
             for notification_id, fp in notices:
                 s.add(

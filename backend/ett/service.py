@@ -21,6 +21,7 @@ from backend.config import Settings
 from backend.db import Database, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
+from backend.exporter.health import RECOMPUTE_FAILURES
 from backend.fleet.service import refresh_job_rollups
 from backend.jobs.models import Attempt, Job, Model
 from ingest.models import RawEvent
@@ -256,6 +257,7 @@ def recompute_dirty(
             db_session.commit()
         except Exception:  # noqa: BLE001 - one bad job must not stop the others
             db_session.rollback()
+            RECOMPUTE_FAILURES.inc()
             log.exception("recompute of job %s failed; it stays marked", job_id)
             continue
         if result is not None:

@@ -22,6 +22,7 @@ from backend.db import insert_for
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.ett.models import JobInterval, JobResult
 from backend.ett.partition import EFFECTIVE
+from backend.exporter.ledger import book_jobs
 from backend.fleet.days import bucket_start, bucket_starts, day_start, split_by_day
 from backend.fleet.models import (
     NO_MODEL,
@@ -80,6 +81,8 @@ def refresh_job_rollups(*, db_session: Session, job_ids: Iterable[str]) -> None:
     ids = sorted(set(job_ids))
     for chunk in _chunks(ids, _CHUNK):
         _refresh_chunk(db_session, list(chunk))
+    # Finished jobs' first final result (or a correction of it) goes to the /metrics ledger.
+    book_jobs(db_session=db_session, job_ids=ids)
 
 
 def _refresh_chunk(s: Session, ids: list[str]) -> None:

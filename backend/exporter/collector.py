@@ -1,0 +1,400 @@
+"""The database-backed collector: every replica reading the same database exports the same numbers.
+
+Families (docs/PROMETHEUS.md lists each with its labels):
+- the ledger of finished jobs: `ett_gpu_seconds_total`, `ett_job_failures_total`,
+  `ett_finished_jobs_total` and the correction counters `..._corrections_total{sign}`;
+- what is live: running jobs and their GPUs by current component, open alerts, lags, the queue;
+- joins for PromQL: `ett_phase_owner_info` (the owner mapping in force) and
+  `ett_model_ett_objective_ratio` (the ETT% SLO objective that applies to each model).
+
+Cardinality: model is capped by ETT_METRICS_MAX_MODELS (the oldest models keep their name, the
+rest are folded into model="other", so a model never moves between series); phase is one of the
+owner mapping's names (catalogue phases, waste kinds, configured custom phases), an unknown
+sub-stage is folded into its nearest known ancestor and anything else into phase="other".
+Every (model, team) gets all its ledger series at zero from the moment its model is known, so
+the first finished job of a model is an increase Prometheus sees, not a new series' first value.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.alerts.models import AlertState, Slo
+from backend.alerts.slos import DEFAULT_SLOS_FILE, load_slo_file
+from backend.config import Settings
+from backend.db import Database
+from backend.ett.catalogue import FAILURE_KINDS
+from backend.ett.models import JobInterval, JobResult
+from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
+from backend.jobs.models import Job, Model
+from backend.owners import service as owners_service
+from backend.owners.mapping import Resolver
+from ingest.models import RawEvent
+
+log = logging.getLogger("ett.metrics")
+
+OTHER = "other"
+UNKNOWN = "unknown"
+OPEN_ALERT_STATES = ("pending", "firing")
+
+
+class PhaseFolder:
+    """Maps a stored phase to its exported label: a known name, its known ancestor, or 'other'."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.pairs = sorted({(r["component"], r["phase"] or "") for r in resolver.rows()})
+        self.known = {p for _c, p in self.pairs}
+
+    def __call__(self, phase: str) -> str:
+        """The exported phase label of a stored phase name ('' stays '': no phase)."""
+        name = phase
+        while name:
+            if name in self.known:
+                return name
+            if "." not in name:
+                break
+            name = name.rsplit(".", 1)[0]
+        return "" if not phase else OTHER
+
+
+class ModelFolder:
+    """Maps a model to its exported label: its own name for the first N models, else 'other'."""
+
+    def __init__(self, ordered_models: Iterable[str], max_models: int) -> None:
+        self.kept = set(list(ordered_models)[: max(max_models, 0)])
+
+    def __call__(self, model: str) -> str:
+        """The exported model label."""
+        if not model:
+            return UNKNOWN
+        return model if model in self.kept else OTHER
+
+
+def _team(team: str | None) -> str:
+    return team or UNKNOWN
+
+
+@lru_cache(maxsize=4)
+def _file_ett_slos(path: str, _mtime_ns: int) -> tuple[dict[str, Any], ...]:
+    """The ett_floor SLOs of an SLO file, parsed once per version of the file."""
+    return tuple(
+        {"name": x.name, "owner": x.owner, "objective": x.objective, "model": x.model}
+        for x in load_slo_file(Path(path)).slos
+        if x.indicator == "ett_floor" and x.enabled
+    )
+
+
+class DatabaseCollector(Collector):
+    """Reads the ledger and the live state on each scrape (one short read-only session)."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self.database = database
+        self.settings = settings
+
+    def describe(self) -> list[Metric]:
+        """Nothing at registration: describing would need the database."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """All database-backed families; on a database error only `ett_exporter_database_up 0`."""
+        started = time.perf_counter()
+        up = GaugeMetricFamily(
+            "ett_exporter_database_up", "1 when the last scrape could read the database."
+        )
+        try:
+            with self.database.session() as s:
+                families = list(self._families(s, time.time()))
+                s.rollback()
+        except Exception:  # noqa: BLE001 - a scrape must answer even when the database does not
+            log.exception("metrics scrape could not read the database")
+            up.add_metric([], 0.0)
+            yield up
+            return
+        up.add_metric([], 1.0)
+        yield from families
+        yield up
+        took = GaugeMetricFamily(
+            "ett_exporter_collect_duration_seconds",
+            "Time the last scrape spent reading the database.",
+        )
+        took.add_metric([], time.perf_counter() - started)
+        yield took
+
+    # ---- the families -------------------------------------------------------------------------
+
+    def _families(self, s: Session, now: float) -> Iterator[Metric]:
+        resolver = owners_service.resolver(db_session=s, settings=self.settings)
+        phases = PhaseFolder(resolver)
+        model_rows = list(
+            s.execute(select(Model.name, Model.owner).order_by(Model.created_at, Model.name))
+        )
+        models = ModelFolder((n for n, _o in model_rows), self.settings.metrics_max_models)
+        label_sets = {(models(n), _team(o)) for n, o in model_rows}
+        yield from self._ledger(s, models, phases, label_sets, resolver)
+        yield from self._objectives(s, model_rows, models)
+        yield from self._running(s, models, phases)
+        yield from self._alerts(s)
+        yield from self._lags(s, now)
+        kept = GaugeMetricFamily(
+            "ett_exporter_models",
+            "Models known, by whether they are exported under their own name or folded into "
+            'model="other" (ETT_METRICS_MAX_MODELS).',
+            labels=["exported"],
+        )
+        n_own = sum(1 for n, _o in model_rows if models(n) == n)
+        kept.add_metric(["own"], float(n_own))
+        kept.add_metric(["folded"], float(len(model_rows) - n_own))
+        yield kept
+
+    def _ledger(
+        self,
+        s: Session,
+        models: ModelFolder,
+        phases: PhaseFolder,
+        label_sets: set[tuple[str, str]],
+        resolver: Resolver,
+    ) -> Iterator[Metric]:
+        gpu: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        fail: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        jobs: dict[tuple[str, str], float] = defaultdict(float)
+        pairs = set(phases.pairs)
+        rows = s.execute(
+            select(
+                LedgerEntry.series,
+                LedgerEntry.model,
+                LedgerEntry.team,
+                LedgerEntry.key1,
+                LedgerEntry.key2,
+                func.sum(LedgerEntry.booked),
+                func.sum(LedgerEntry.added),
+                func.sum(LedgerEntry.removed),
+            ).group_by(
+                LedgerEntry.series,
+                LedgerEntry.model,
+                LedgerEntry.team,
+                LedgerEntry.key1,
+                LedgerEntry.key2,
+            )
+        )
+        for series, model, team, key1, key2, booked, added, removed in rows:
+            m, t = models(model), _team(team)
+            label_sets.add((m, t))
+            if series == GPU_SECONDS:
+                ph = phases(key2)
+                pairs.add((key1, ph))
+                acc = gpu[(m, t, key1, ph)]
+            elif series == FAILURES:
+                acc = fail[(m, t, key1)]
+            else:
+                continue
+            acc[0] += booked or 0.0
+            acc[1] += added or 0.0
+            acc[2] += removed or 0.0
+        for model, team, n in s.execute(
+            select(
+                LedgerEntry.model, LedgerEntry.team, func.count(func.distinct(LedgerEntry.job_id))
+            )
+            .where(LedgerEntry.series == GPU_SECONDS, LedgerEntry.booked > 0)
+            .group_by(LedgerEntry.model, LedgerEntry.team)
+        ):
+            jobs[(models(model), _team(team))] += float(n)
+
+        for m, t in label_sets:
+            for comp, ph in pairs:
+                gpu[(m, t, comp, ph)]  # noqa: B018 - zero series from the start (see module doc)
+            for kind in FAILURE_KINDS:
+                fail[(m, t, kind)]  # noqa: B018
+            jobs[(m, t)] += 0.0
+
+        booked_gpu = CounterMetricFamily(
+            "ett_gpu_seconds",
+            "GPU-seconds of finished jobs by model, team, component and phase, booked when a "
+            "job's final result is first stored; effective GPU-seconds are "
+            'component="effective_training".',
+            labels=["model", "team", "component", "phase"],
+        )
+        corr_gpu = CounterMetricFamily(
+            "ett_gpu_seconds_corrections",
+            "Changes to finished jobs' booked GPU-seconds made by later recomputes: "
+            'sign="added" or "removed" (net = booked + added - removed).',
+            labels=["model", "team", "component", "phase", "sign"],
+        )
+        for key, (b, a, r) in sorted(gpu.items()):
+            booked_gpu.add_metric(list(key), b)
+            corr_gpu.add_metric([*key, "added"], a)
+            corr_gpu.add_metric([*key, "removed"], r)
+        booked_fail = CounterMetricFamily(
+            "ett_job_failures",
+            "Failures of finished jobs by model, team and kind, booked with the job.",
+            labels=["model", "team", "kind"],
+        )
+        corr_fail = CounterMetricFamily(
+            "ett_job_failures_corrections",
+            "Changes to finished jobs' booked failures made by later recomputes.",
+            labels=["model", "team", "kind", "sign"],
+        )
+        for key, (b, a, r) in sorted(fail.items()):
+            booked_fail.add_metric(list(key), b)
+            corr_fail.add_metric([*key, "added"], a)
+            corr_fail.add_metric([*key, "removed"], r)
+        finished = CounterMetricFamily(
+            "ett_finished_jobs", "Finished jobs booked into the ledger.", labels=["model", "team"]
+        )
+        for key, n in sorted(jobs.items()):
+            finished.add_metric(list(key), n)
+        owners = GaugeMetricFamily(
+            "ett_phase_owner_info",
+            "The owner mapping in force: the team and system owning each exported (component, "
+            "phase); join on (component, phase) to group GPU-seconds by owner.",
+            labels=["component", "phase", "owner", "system"],
+        )
+        for comp, ph in sorted(pairs):
+            if comp == "effective_training":
+                continue
+            p = ph or None
+            owners.add_metric([comp, ph, resolver.owner(comp, p), resolver.system(comp, p)], 1.0)
+        yield from (booked_gpu, corr_gpu, booked_fail, corr_fail, finished, owners)
+
+    def _objectives(
+        self, s: Session, model_rows: list[Any], models: ModelFolder
+    ) -> Iterator[Metric]:
+        specs = self._ett_slos(s)
+        fam = GaugeMetricFamily(
+            "ett_model_ett_objective_ratio",
+            "The ETT% objective (as a ratio) of the ett_floor SLO that applies to each model, "
+            "with that SLO's name and owner (the highest when several apply).",
+            labels=["model", "team", "slo", "owner"],
+        )
+        best: dict[tuple[str, str], tuple[float, str, str]] = {}
+        for name, team in model_rows:
+            for spec in specs:
+                if spec["model"] not in (None, name):
+                    continue
+                key = (models(name), _team(team))
+                cand = (spec["objective"] / 100.0, spec["name"], spec["owner"])
+                if key not in best or cand > best[key]:
+                    best[key] = cand
+        for (m, t), (obj, slo, owner) in sorted(best.items()):
+            fam.add_metric([m, t, slo, owner], obj)
+        yield fam
+
+    def _ett_slos(self, s: Session) -> list[dict[str, Any]]:
+        rows = list(
+            s.execute(
+                select(Slo.name, Slo.owner, Slo.indicator, Slo.objective, Slo.spec, Slo.enabled)
+            )
+        )
+        if rows:
+            return [
+                {
+                    "name": n,
+                    "owner": o,
+                    "objective": obj,
+                    "model": (spec or {}).get("model"),
+                }
+                for n, o, ind, obj, spec, enabled in rows
+                if ind == "ett_floor" and enabled
+            ]
+        # The evaluator has not synced the SLO file yet: read it as it would.
+        path = Path(self.settings.slos_file or DEFAULT_SLOS_FILE)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return []
+        return list(_file_ett_slos(str(path), mtime))
+
+    def _running(self, s: Session, models: ModelFolder, phases: PhaseFolder) -> Iterator[Metric]:
+        last_end = (
+            select(JobInterval.job_id, func.max(JobInterval.end).label("end"))
+            .join(JobResult, JobResult.job_id == JobInterval.job_id)
+            .where(JobResult.provisional.is_(True))
+            .group_by(JobInterval.job_id)
+            .subquery()
+        )
+        stmt = (
+            select(
+                JobResult.job_id,
+                JobResult.model,
+                Model.owner,
+                JobResult.gpus,
+                JobInterval.component,
+            )
+            .join(last_end, last_end.c.job_id == JobResult.job_id)
+            .join(
+                JobInterval,
+                (JobInterval.job_id == last_end.c.job_id) & (JobInterval.end == last_end.c.end),
+            )
+            .outerjoin(Model, Model.name == JobResult.model)
+        )
+        seen: set[str] = set()
+        count: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for job_id, model, team, gpus, comp in s.execute(stmt):
+            if job_id in seen:
+                continue
+            seen.add(job_id)
+            acc = count[(models(model or ""), _team(team), comp)]
+            acc[0] += 1
+            acc[1] += gpus or 1
+        jobs = GaugeMetricFamily(
+            "ett_running_jobs",
+            "Open jobs by model, team and the component their latest second is in.",
+            labels=["model", "team", "component"],
+        )
+        gpus_fam = GaugeMetricFamily(
+            "ett_running_job_gpus",
+            "GPUs held by open jobs, by model, team and current component.",
+            labels=["model", "team", "component"],
+        )
+        for key, (n, g) in sorted(count.items()):
+            jobs.add_metric(list(key), n)
+            gpus_fam.add_metric(list(key), g)
+        yield jobs
+        yield gpus_fam
+
+    def _alerts(self, s: Session) -> Iterator[Metric]:
+        fam = GaugeMetricFamily(
+            "ett_open_alerts",
+            "Alerts of the project's own evaluator that are pending or firing, by owner and "
+            "severity.",
+            labels=["owner", "severity", "state"],
+        )
+        for owner, severity, state, n in s.execute(
+            select(AlertState.owner, AlertState.severity, AlertState.state, func.count())
+            .where(AlertState.state.in_(OPEN_ALERT_STATES))
+            .group_by(AlertState.owner, AlertState.severity, AlertState.state)
+        ):
+            fam.add_metric([owner, severity, state], float(n))
+        yield fam
+
+    def _lags(self, s: Session, now: float) -> Iterator[Metric]:
+        newest = s.scalar(select(RawEvent.received_at).order_by(RawEvent.id.desc()).limit(1))
+        oldest_mark = s.scalar(select(func.min(Job.updated_at)).where(Job.dirty.is_(True)))
+        queued = s.scalar(select(func.count()).select_from(Job).where(Job.dirty.is_(True)))
+        ingest = GaugeMetricFamily(
+            "ett_ingest_lag_seconds",
+            "Seconds since the newest accepted event arrived (absent before the first).",
+        )
+        if newest is not None:
+            ingest.add_metric([], max(now - newest, 0.0))
+        recompute = GaugeMetricFamily(
+            "ett_recompute_lag_seconds",
+            "Age of the oldest recompute mark: how far the stored answers trail ingest (0 when "
+            "nothing waits).",
+        )
+        recompute.add_metric([], max(now - oldest_mark, 0.0) if oldest_mark is not None else 0.0)
+        queue = GaugeMetricFamily(
+            "ett_recompute_queue_jobs", "Jobs marked for recompute (the recompute queue's depth)."
+        )
+        queue.add_metric([], float(queued or 0))
+        yield from (ingest, recompute, queue)

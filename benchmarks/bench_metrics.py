@@ -1,0 +1,105 @@
+"""The /metrics exporter on Postgres: what booking the ledger adds to a recompute, and a scrape.
+
+Loads a demo fleet (default 20 models over 30 days) through ingest, then, interleaved for
+`--rounds` rounds, recomputes every job twice: once with the ledger booking (the ledger emptied
+first, so every job is a first booking) and once without it. The ratio of the medians is the
+booking's cost relative to the same run's recompute. Then times `GET /metrics`'s database
+collector (median of `--scrapes`) and counts the exported series.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from sqlalchemy import delete, func, select
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import backend.fleet.service as fleet_service  # noqa: E402
+from backend.config import Settings  # noqa: E402
+from backend.db import Database  # noqa: E402
+from backend.demo import loader  # noqa: E402
+from backend.demo.fleet import FleetSpec, fleet_events  # noqa: E402
+from backend.exporter.models import LedgerEntry  # noqa: E402
+from backend.exporter.views import build_registry  # noqa: E402
+from backend.jobs.models import Job  # noqa: E402
+from benchmarks._pg import scratch_postgres  # noqa: E402
+
+
+def _recompute(db: Database, settings: Settings, ids: list[str], *, book: bool) -> float:
+    original = fleet_service.book_jobs
+    if not book:
+        fleet_service.book_jobs = lambda **_kw: 0  # type: ignore[assignment]
+    else:
+        with db.session() as s:
+            s.execute(delete(LedgerEntry))
+            s.commit()
+    try:
+        started = time.perf_counter()
+        loader.recompute_jobs(db, settings, ids, progress=False)
+        return time.perf_counter() - started
+    finally:
+        fleet_service.book_jobs = original
+
+
+def main() -> None:
+    """Run the benchmark and print its numbers (JSON, then a Markdown table)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=int, default=20)
+    ap.add_argument("--days", type=float, default=30.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scrapes", type=int, default=7)
+    args = ap.parse_args()
+    with scratch_postgres("ett_bench_metrics") as url:
+        db = Database(url)
+        settings = Settings(database_url=url)
+        spec = FleetSpec(models=args.models, days=args.days, now=time.time(), benchmarks=False)
+        events = list(fleet_events(spec))
+        loader.load_in_process(db, settings, events, recompute=False, progress=False)
+        with db.session() as s:
+            ids = sorted(s.scalars(select(Job.job_id)))
+        with_book, without = [], []
+        for _ in range(args.rounds):
+            without.append(_recompute(db, settings, ids, book=False))
+            with_book.append(_recompute(db, settings, ids, book=True))
+        registry = build_registry(settings, db)
+        scrapes, text = [], b""
+        for _ in range(args.scrapes):
+            started = time.perf_counter()
+            text = generate_latest(registry)
+            scrapes.append(time.perf_counter() - started)
+        with db.session() as s:
+            rows = int(s.scalar(select(func.count()).select_from(LedgerEntry)) or 0)
+        series = sum(1 for line in text.decode().splitlines() if line and line[0] != "#")
+        result = {
+            "jobs": len(ids),
+            "events": len(events),
+            "ledger_rows": rows,
+            "recompute_s_without_ledger": statistics.median(without),
+            "recompute_s_with_ledger": statistics.median(with_book),
+            "ledger_cost_ratio": statistics.median(with_book) / statistics.median(without),
+            "scrape_s_median": statistics.median(scrapes),
+            "exported_series": series,
+        }
+        db.dispose()
+    print(json.dumps(result))
+    print()
+    print(
+        "| jobs | ledger rows | recompute without / with ledger (s) | ratio | scrape (s) | series |"
+    )
+    print("|---|---|---|---|---|---|")
+    print(
+        f"| {result['jobs']} | {rows} | {result['recompute_s_without_ledger']:.2f} / "
+        f"{result['recompute_s_with_ledger']:.2f} | {result['ledger_cost_ratio']:.2f} | "
+        f"{result['scrape_s_median']:.3f} | {series} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
