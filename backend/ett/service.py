@@ -73,6 +73,7 @@ def compute(
         events,
         now=time.time() if now is None else now,
         heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else 300.0,
+        abandon_timeout_s=settings.abandon_timeout_s if settings else 3600.0,
         custom_phases=custom_phases,
     )
 
