@@ -266,3 +266,33 @@ def test_job_ids_with_slashes_are_reachable(client, post):
     r = client.get("/api/v1/jobs/team/run-7/ett")
     assert r.status_code == 200, r.text
     assert r.json()["job_id"] == "team/run-7" and r.json()["effective_s"] == pytest.approx(25)
+
+
+def test_dead_trainer_job_is_abandoned_by_the_open_job_sweep(client, post, database, settings):
+    """No new events: the periodic refresh of open jobs ends the job at its last event."""
+    short = settings.model_copy(update={"abandon_timeout_s": 150.0})
+    last = time.time() - 100
+    j = JobEvents("dead")
+    j.submitted(last - 400, model="m", gpus=4)
+    j.started(0, last - 400)
+    j.progress(0, last - 300, last, 0, 300)
+    ok(post(j.events))
+    with database.session() as s:
+        assert s.get(JobResult, "dead").provisional is True
+        later = time.time() + 120  # the trainer has now been silent 220 s > 150 s
+        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later) == 1
+        s.commit()
+        assert service.recompute_dirty(db_session=s, settings=short, now=later) == 1
+        row = s.get(JobResult, "dead")
+        assert row.provisional is False and row.status == "abandoned"
+        assert row.ended_at == pytest.approx(last) and row.ett_pct == pytest.approx(75)
+        assert row.result["abandoned"] is True
+        assert "abandoned" in {w["code"] for w in row.result["warnings"]}
+        # no longer provisional: the sweep leaves it alone, so its ETT% stops moving
+        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later + 3600) == 0
+    # a later event reopens it
+    j.heartbeat(0, time.time())
+    ok(post(j.events[-1:]))
+    with database.session() as s:
+        row = s.get(JobResult, "dead")
+        assert row.provisional is True and row.status == "running"
