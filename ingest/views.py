@@ -15,6 +15,7 @@ from backend.auth.deps import ReadAccess, authenticate
 from backend.deps import SessionDep
 from backend.timefmt import rfc3339
 from ingest import service
+from ingest.schema import batch_openapi_schema, event_json_schema
 
 log = logging.getLogger("ett.ingest")
 router = APIRouter(tags=["ingest"])
@@ -75,22 +76,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 _BODY_DOC = {
     "requestBody": {
         "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["events"],
-                    "properties": {
-                        "events": {
-                            "type": "array",
-                            "maxItems": 10_000,
-                            "items": {"type": "object"},
-                            "description": "Wire protocol v1 events (SPEC section 3).",
-                        }
-                    },
-                }
-            }
-        },
+        "content": {"application/json": {"schema": batch_openapi_schema()}},
     }
 }
 
@@ -180,3 +166,9 @@ def get_rejected(
         )
         for r in rows
     ]
+
+
+@router.get("/schema/events", response_model=dict[str, Any], tags=["ingest"])
+def get_event_schema() -> dict[str, Any]:
+    """The JSON Schema of one wire event (docs/PROTOCOL.md), for emitters in any language."""
+    return event_json_schema()
