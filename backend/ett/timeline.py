@@ -646,31 +646,50 @@ def cut_at_next_attempt(
     """
     next_start = {info.attempt: ordered[i + 1].start for i, info in enumerate(ordered[:-1])}
     busy_until: dict[int, tuple[float, str]] = {}
-    kept_windows: list[Window] = []
-    for w in windows:
-        limit = next_start.get(w.attempt)
-        if limit is not None and w.end > limit:
-            warnings.add("progress_after_next_attempt", w.event_id)
-            if w.start >= limit:
-                continue
-            w.cut(limit)
-        kept_windows.append(w)
-        best = busy_until.get(w.attempt)
-        if best is None or w.end > best[0]:
-            busy_until[w.attempt] = (w.end, w.event_id)
-    kept_checkpoints: list[Checkpoint] = []
-    for c in checkpoints:
-        limit = next_start.get(c.attempt)
-        if limit is not None and c.end > limit:
-            warnings.add("progress_after_next_attempt", c.event_id)
-            if c.start >= limit:
-                continue
-            c.end = limit
-        kept_checkpoints.append(c)
-        best = busy_until.get(c.attempt)
-        if best is None or c.end > best[0]:
-            busy_until[c.attempt] = (c.end, c.event_id)
+    inf = math.inf
+    kept_windows = _cut_items(windows, next_start, busy_until, warnings, inf)
+    kept_checkpoints = _cut_items(checkpoints, next_start, busy_until, warnings, inf)
     return kept_windows, kept_checkpoints, busy_until
+
+
+def _cut_items(
+    items: list[Any],
+    next_start: Mapping[int, float],
+    busy_until: dict[int, tuple[float, str]],
+    warnings: WarningLog,
+    inf: float,
+) -> list[Any]:
+    """Windows or checkpoints cut at their attempt's cut-off; records each attempt's last end."""
+    kept: list[Any] = []
+    append = kept.append
+    cur_a: int | None = None
+    limit = inf
+    best_end = -inf
+    best_id = ""
+    for item in items:
+        a = item.attempt
+        if a != cur_a:
+            if cur_a is not None and best_end > -inf:
+                busy_until[cur_a] = (best_end, best_id)
+            cur_a = a
+            limit = next_start.get(a, inf)
+            best_end, best_id = busy_until.get(a, (-inf, ""))
+        end = item.end
+        if end > limit:
+            warnings.add("progress_after_next_attempt", item.event_id)
+            if item.start >= limit:
+                continue
+            if type(item) is Window:
+                item.cut(limit)
+            else:
+                item.end = limit
+            end = limit
+        append(item)
+        if end > best_end:
+            best_end, best_id = end, item.event_id
+    if cur_a is not None and best_end > -inf:
+        busy_until[cur_a] = (best_end, best_id)
+    return kept
 
 
 def close_open_spans(
