@@ -57,7 +57,7 @@ WARNING_RULES: dict[str, str] = {
     "invalid_event": "event set aside: a required field is missing or has the wrong type",
     "unknown_type": "event set aside: unknown event type",
     "time_out_of_range": "event set aside: its time is negative or beyond 1e11 epoch seconds",
-    "conflicting_duplicate": "several events share an event_id with different contents; the one with the smallest canonical JSON was kept",
+    "conflicting_duplicate": "several copies of one (job_id, event_id) with different contents: the one with the smallest canonical JSON was kept",
     "no_job_submitted": "no job_submitted event: submission taken as the earliest event time",
     "multiple_job_submitted": "several job_submitted events: the earliest was kept",
     "multiple_job_ended": "several job_ended events: the latest was kept",
