@@ -296,3 +296,34 @@ def test_dead_trainer_job_is_abandoned_by_the_open_job_sweep(client, post, datab
     with database.session() as s:
         row = s.get(JobResult, "dead")
         assert row.provisional is True and row.status == "running"
+
+
+def test_recompute_all_brings_an_old_rule_answer_to_revision_2(database, post, monkeypatch):
+    """A job stored under the old rules (failure before progress kept as sent) is rebuilt."""
+    j = JobEvents("skew")
+    j.submitted(T0, model="m", gpus=1)
+    j.started(0, T0)
+    j.progress(0, T0, T0 + 1000, 0, 1000)
+    j.failure(0, T0 + 999)
+    j.started(1, T0 + 1010)
+    j.progress(1, T0 + 1020, T0 + 1030, 900, 1000)
+    j.progress(1, T0 + 1030, T0 + 1040, 1000, 1010)
+    j.job_ended(T0 + 1040)
+    ok(post(j.events))
+    with database.session() as s:
+        fresh = s.get(JobResult, "skew").recovery_s
+        # what the engine before revision 2 stored for this job: TTR 0 s
+        s.execute(update(JobResult).where(JobResult.job_id == "skew").values(recovery_s=0.0))
+        s.commit()
+    from backend.cli import app
+
+    monkeypatch.setenv("ETT_DATABASE_URL", database.url)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["recompute", "--all"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "recompute: 100%" in result.output  # the progress bar
+    with database.session() as s:
+        assert s.get(JobResult, "skew").recovery_s == pytest.approx(fresh) == pytest.approx(30)
