@@ -51,9 +51,8 @@ def test_upgrade_keeps_events_and_keys_them_per_job(url_at_0004: str) -> None:
     ]
     with engine.begin() as conn:
         conn.execute(INSERT, rows)
-        with pytest.raises(IntegrityError):  # before: ids are global
-            with conn.begin_nested():
-                conn.execute(INSERT, {"e": "e0", "j": "other", "ts": 0.0, "p": "{}"})
+        with pytest.raises(IntegrityError), conn.begin_nested():  # before: ids are global
+            conn.execute(INSERT, {"e": "e0", "j": "other", "ts": 0.0, "p": "{}"})
     engine.dispose()
     migrate.upgrade(url_at_0004)
     engine = create_engine(url_at_0004)
@@ -61,8 +60,7 @@ def test_upgrade_keeps_events_and_keys_them_per_job(url_at_0004: str) -> None:
         kept = conn.execute(text("SELECT event_id, job_id, ts FROM raw_events ORDER BY ts"))
         assert [(e, j, ts) for e, j, ts in kept] == [(r["e"], r["j"], r["ts"]) for r in rows]
         conn.execute(INSERT, {"e": "e0", "j": "other", "ts": 0.0, "p": "{}"})  # now allowed
-        with pytest.raises(IntegrityError):
-            with conn.begin_nested():
-                conn.execute(INSERT, {"e": "e0", "j": "job-0", "ts": 0.0, "p": "{}"})
+        with pytest.raises(IntegrityError), conn.begin_nested():
+            conn.execute(INSERT, {"e": "e0", "j": "job-0", "ts": 0.0, "p": "{}"})
     assert migrate.check_schema(engine) == set(migrate.head_revisions())
     engine.dispose()
