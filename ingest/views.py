@@ -169,6 +169,6 @@ def get_rejected(
 
 
 @router.get("/schema/events", response_model=dict[str, Any], tags=["ingest"])
-def get_event_schema() -> dict[str, Any]:
+def get_event_schema(_access: ReadAccess) -> dict[str, Any]:
     """The JSON Schema of one wire event (docs/PROTOCOL.md), for emitters in any language."""
     return event_json_schema()

@@ -406,7 +406,7 @@ SORTS: dict[str, Any] = {
 def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
-    for key in ("submitted_at", "ended_at"):
+    for key in ("submitted_at", "ended_at", "live_tail_start"):
         if out.get(key) is not None:
             out[key] = fmt(out[key])
     l1 = dict(out.get("l1") or {})
