@@ -646,9 +646,8 @@ def cut_at_next_attempt(
     """
     next_start = {info.attempt: ordered[i + 1].start for i, info in enumerate(ordered[:-1])}
     busy_until: dict[int, tuple[float, str]] = {}
-    inf = math.inf
-    kept_windows = _cut_items(windows, next_start, busy_until, warnings, inf)
-    kept_checkpoints = _cut_items(checkpoints, next_start, busy_until, warnings, inf)
+    kept_windows = _cut_items(windows, next_start, busy_until, warnings)
+    kept_checkpoints = _cut_items(checkpoints, next_start, busy_until, warnings)
     return kept_windows, kept_checkpoints, busy_until
 
 
@@ -657,9 +656,9 @@ def _cut_items(
     next_start: Mapping[int, float],
     busy_until: dict[int, tuple[float, str]],
     warnings: WarningLog,
-    inf: float,
 ) -> list[Any]:
     """Windows or checkpoints cut at their attempt's cut-off; records each attempt's last end."""
+    inf = math.inf
     kept: list[Any] = []
     append = kept.append
     cur_a: int | None = None
