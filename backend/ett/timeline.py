@@ -181,6 +181,9 @@ class AttemptInfo:
     earliest_event: float = math.inf
     earliest_event_id: str | None = None
     failure: Failure | None = None
+    # The latest end of the attempt's progress windows and checkpoint blocking parts (as sent).
+    busy_end: float = -math.inf
+    busy_event: str | None = None
     # Where the attempt stops holding its allocation for the partition (failure or end, else job end).
     end: float = 0.0
     # Still running: an open job's attempt with no end, no failure and not yet silent too long.
@@ -515,6 +518,8 @@ def build_timeline(
             info.first_span = t
         if end > info.last_event:
             info.last_event = end
+        if (rank == 4 or rank == 5) and end > info.busy_end:
+            info.busy_end, info.busy_event = end, eid
         if end > times_max:
             times_max = end
 
@@ -645,6 +650,13 @@ def cut_at_next_attempt(
     the id of that event: a failure of the attempt is never earlier (clock skew between ranks).
     """
     next_start = {info.attempt: ordered[i + 1].start for i, info in enumerate(ordered[:-1])}
+    if not any(info.busy_end > next_start.get(info.attempt, math.inf) for info in ordered):
+        # The common case: nothing to cut, and the main pass already found each last end.
+        return (
+            windows,
+            checkpoints,
+            {x.attempt: (x.busy_end, x.busy_event) for x in ordered if x.busy_event is not None},
+        )
     busy_until: dict[int, tuple[float, str]] = {}
     kept_windows = _cut_items(windows, next_start, busy_until, warnings)
     kept_checkpoints = _cut_items(checkpoints, next_start, busy_until, warnings)
