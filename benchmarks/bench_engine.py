@@ -123,21 +123,28 @@ def compare(rev: str, sizes: list[int], repeats: int) -> None:
     """Before (git rev) vs after (this tree), interleaved in one process on the same events."""
     with tempfile.TemporaryDirectory() as tmp:
         old = load_baseline_engine(rev, Path(tmp))
-        print(f"{'arrival':>9} {'events':>8} {'before/s':>10} {'after/s':>10} {'ratio':>7}")
+        print(
+            f"{'arrival':>9} {'events':>8} {'before/s':>10} {'after/s':>10} {'ratio':>6} "
+            f"{'before/cpu-s':>12} {'after/cpu-s':>12} {'cpu ratio':>9}"
+        )
         for shuffled in (False, True):
             for size in sizes:
                 events = synthetic_job(size, shuffled=shuffled)
-                best = {"before": float("inf"), "after": float("inf")}
+                wall = {"before": float("inf"), "after": float("inf")}
+                cpu = dict(wall)
                 for _ in range(repeats):
                     for label, fn in (("before", old), ("after", compute_job)):
+                        c0 = time.process_time()
                         t0 = time.perf_counter()
                         fn(events, now=1e12)
-                        best[label] = min(best[label], time.perf_counter() - t0)
+                        wall[label] = min(wall[label], time.perf_counter() - t0)
+                        cpu[label] = min(cpu[label], time.process_time() - c0)
                 order = "shuffled" if shuffled else "in order"
                 n = len(events)
                 print(
-                    f"{order:>9} {n:>8} {n / best['before']:>10.0f} {n / best['after']:>10.0f} "
-                    f"{best['before'] / best['after']:>7.2f}"
+                    f"{order:>9} {n:>8} {n / wall['before']:>10.0f} {n / wall['after']:>10.0f} "
+                    f"{wall['before'] / wall['after']:>6.2f} {n / cpu['before']:>12.0f} "
+                    f"{n / cpu['after']:>12.0f} {cpu['before'] / cpu['after']:>9.2f}"
                 )
 
 
