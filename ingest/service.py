@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Text, case, cast, func, select, text, update
+from sqlalchemy import Text, case, cast, func, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
@@ -208,15 +208,15 @@ def _settle_conflicts(
     rt = RawEvent.__table__
     keys = {(ev["job_id"], ev["event_id"]) for _, ev in known}
     stored: dict[tuple[str, str], tuple[int, str]] = {}
-    for job_id in sorted({k[0] for k in keys}):
-        ids = sorted(e for j, e in keys if j == job_id)
+    ordered = sorted(keys)
+    for k in range(0, len(ordered), 500):
         rows = db_session.execute(
-            select(rt.c.id, rt.c.event_id, cast(rt.c.payload, Text))
-            .where(rt.c.job_id == job_id, rt.c.event_id.in_(ids))
-            .order_by(rt.c.event_id)
+            select(rt.c.id, rt.c.job_id, rt.c.event_id, cast(rt.c.payload, Text))
+            .where(tuple_(rt.c.job_id, rt.c.event_id).in_(ordered[k : k + 500]))
+            .order_by(rt.c.job_id, rt.c.event_id)
             .with_for_update()  # two batches settling one conflict take turns (Postgres)
         )
-        for row_id, event_id, payload in rows:
+        for row_id, job_id, event_id, payload in rows:
             stored[(job_id, event_id)] = (row_id, payload)
     replaced: list[dict[str, Any]] = []
     for index, ev in known:
