@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     max_batch_events: int = 10_000
     max_body_bytes: int = 5 * 1024 * 1024
     heartbeat_timeout_s: float = 300.0
+    # An open job silent this long ends at its last event, flagged abandoned (SPEC section 4).
+    abandon_timeout_s: float = Field(default=3600.0, gt=0)
     owners_file: Path | None = None
     slos_file: Path | None = None
     public_url: str = "http://127.0.0.1:8050"

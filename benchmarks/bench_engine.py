@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from backend.ett.engine import compute_job
@@ -91,6 +97,57 @@ def bench(n_events: int, repeats: int, *, shuffled: bool) -> tuple[int, float, f
     return len(events), min(walls), statistics.median(walls), min(cpus)
 
 
+ENGINE_MODULES = ("catalogue", "timeline", "partition", "level1", "engine")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_baseline_engine(rev: str, into: Path) -> Callable[..., Any]:
+    """The engine as it was at git revision `rev`, imported as a separate package."""
+    pkg = into / f"ett_baseline_{rev}"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    for name in ENGINE_MODULES:
+        source = subprocess.run(
+            ["git", "show", f"{rev}:backend/ett/{name}.py"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        (pkg / f"{name}.py").write_text(source.replace("backend.ett.", f"{pkg.name}."))
+    sys.path.insert(0, str(into))
+    return importlib.import_module(f"{pkg.name}.engine").compute_job
+
+
+def compare(rev: str, sizes: list[int], repeats: int) -> None:
+    """Before (git rev) vs after (this tree), interleaved in one process on the same events."""
+    with tempfile.TemporaryDirectory() as tmp:
+        old = load_baseline_engine(rev, Path(tmp))
+        print(
+            f"{'arrival':>9} {'events':>8} {'before/s':>10} {'after/s':>10} {'ratio':>6} "
+            f"{'before/cpu-s':>12} {'after/cpu-s':>12} {'cpu ratio':>9}"
+        )
+        for shuffled in (False, True):
+            for size in sizes:
+                events = synthetic_job(size, shuffled=shuffled)
+                wall = {"before": float("inf"), "after": float("inf")}
+                cpu = dict(wall)
+                for _ in range(repeats):
+                    for label, fn in (("before", old), ("after", compute_job)):
+                        c0 = time.process_time()
+                        t0 = time.perf_counter()
+                        fn(events, now=1e12)
+                        wall[label] = min(wall[label], time.perf_counter() - t0)
+                        cpu[label] = min(cpu[label], time.process_time() - c0)
+                order = "shuffled" if shuffled else "in order"
+                n = len(events)
+                print(
+                    f"{order:>9} {n:>8} {n / wall['before']:>10.0f} {n / wall['after']:>10.0f} "
+                    f"{wall['before'] / wall['after']:>6.2f} {n / cpu['before']:>12.0f} "
+                    f"{n / cpu['after']:>12.0f} {cpu['before'] / cpu['after']:>9.2f}"
+                )
+
+
 def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
     """Materialization: one job's raw events read, computed and stored (service.recompute_job)."""
     from sqlalchemy import insert
@@ -146,7 +203,16 @@ def main() -> None:
     parser.add_argument(
         "--db", help="also time recompute_job through this database URL (it gets migrated)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="time the engine of this git revision beside this tree's, in the same run "
+        "(e.g. cb8b33b, the engine before SPEC revision 2)",
+    )
     args = parser.parse_args()
+    if args.baseline:
+        compare(args.baseline, [int(x) for x in args.sizes.split(",")], args.repeats)
+        return
     if args.db:
         sizes = [int(x) for x in args.sizes.split(",")]
         bench_recompute(args.db, sizes, max(1, args.repeats // 2))

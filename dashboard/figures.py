@@ -473,6 +473,10 @@ def _row_name(attempt: object) -> str:
     return f"attempt {int(attempt)}"  # type: ignore[call-overload]
 
 
+# The pseudo-component of an open job's time after its last event: not yet attributed for good.
+LIVE_TAIL = "live_tail"
+
+
 def attempt_timeline(
     intervals: pd.DataFrame,
     failures: pd.DataFrame,
@@ -500,11 +504,15 @@ def attempt_timeline(
     rows = sorted(set(data["row"]), key=lambda r: (r != "job", len(r), r))
     fig = go.Figure()
     kinds = [c for c in COMPONENT_ORDER if c != "wasted_training"] + list(WASTE_COLORS)
+    kinds.append(LIVE_TAIL)
     for kind in kinds:
         part = data[data["kind"] == kind]
         if part.empty:
             continue
-        name = COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
+        if kind == LIVE_TAIL:
+            name = "live tail (provisional)"
+        else:
+            name = COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
         fig.add_bar(
             base=part["x0"],
             x=part["dur"],
@@ -514,7 +522,7 @@ def attempt_timeline(
             marker={
                 "color": component_color(kind),
                 "line": {"width": 0},
-                "pattern": {"shape": "/" if kind == "replay" else ""},
+                "pattern": {"shape": {"replay": "/", LIVE_TAIL: "."}.get(kind, "")},
             },
             customdata=part[["phase", "x0", "dur"]].fillna("").to_numpy(),
             hovertemplate=(

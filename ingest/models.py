@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, Index, Integer, String, Text
+from sqlalchemy import Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, JSONType
@@ -12,12 +12,16 @@ from backend.types import BigIntPK
 
 
 class RawEvent(Base):
-    """One accepted wire event, normalised (times as epoch seconds); never updated."""
+    """One accepted wire event, normalised (times as epoch seconds).
+
+    The idempotency key is (job_id, event_id). A row changes only when a conflicting copy with a
+    smaller canonical JSON arrives (the displaced copy moves to rejected_events).
+    """
 
     __tablename__ = "raw_events"
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    event_id: Mapped[str] = mapped_column(String(64), unique=True)
+    event_id: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[str] = mapped_column(String(128))
     type: Mapped[str] = mapped_column(String(32))
     attempt: Mapped[int | None] = mapped_column(Integer)
@@ -25,7 +29,10 @@ class RawEvent(Base):
     received_at: Mapped[float] = mapped_column(Float)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
 
-    __table_args__ = (Index("ix_raw_events_job_id_id", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_raw_events_job_id_id", "job_id", "id"),
+        UniqueConstraint("job_id", "event_id", name="uq_raw_events_job_id_event_id"),
+    )
 
 
 class RejectedEvent(Base):

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, Union
 
-from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 from typing_extensions import TypedDict
 
 from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
@@ -69,8 +76,22 @@ def _check_phase(value: Any) -> Any:
     return value
 
 
-Time = Annotated[float, BeforeValidator(parse_time)]
+Time = Annotated[
+    float,
+    BeforeValidator(parse_time),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_S},
+                {"type": "string", "format": "date-time", "maxLength": 64},
+            ],
+            "description": "RFC 3339 with an offset (2026-05-01T12:00:00.250Z) or Unix epoch "
+            "seconds",
+        }
+    ),
+]
 EventId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
+SpanId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 JobId = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
 AttemptNo = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -132,12 +153,14 @@ class Phase(_AttemptEvent):
     phase: PhaseName
     start: Time
     end: Time
+    span_id: NotRequired[SpanId]
 
 
 class PhaseStarted(_AttemptEvent):
     type: Literal["phase_started"]
     phase: PhaseName
     start: Time
+    span_id: NotRequired[SpanId]
 
 
 class Progress(_AttemptEvent):
@@ -197,6 +220,11 @@ EVENT_TYPES: dict[str, type] = {
     "job_ended": JobEnded,
 }
 _ADAPTERS = {name: TypeAdapter(cls) for name, cls in EVENT_TYPES.items()}
+# The union, discriminated by `type`: the published JSON Schema. Validation itself goes through
+# the per-type adapters above (one dict lookup, and errors that name the event's own fields).
+Event = Annotated[Union[tuple(EVENT_TYPES.values())], Field(discriminator="type")]  # noqa: UP007
+_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # (earlier field, later field) pairs that must not run backwards inside one event.
 _ORDERED = {
     "phase": ("start", "end"),
@@ -252,3 +280,46 @@ def validate_event(raw: Any) -> dict[str, Any]:
 def event_time(event: dict[str, Any]) -> float:
     """The instant an event is about (its ts, else its start)."""
     return event["ts"] if "ts" in event else event["start"]
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of one wire event, derived from the TypedDicts above."""
+    schema = _EVENT_ADAPTER.json_schema()
+    return {
+        "$schema": JSON_SCHEMA_DIALECT,
+        "title": "ETT wire protocol v1 event",
+        "description": 'One event of POST /api/v1/events; the body is {"events": [event, ...]} '
+        "with at most 10,000 events and 5 MiB. See docs/PROTOCOL.md.",
+        **schema,
+    }
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline(v, defs) for k, v in node.items() if k != "mapping"}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def batch_openapi_schema(max_events: int = 10_000) -> dict[str, Any]:
+    """The request body schema of POST /api/v1/events with every event type inlined (no $refs)."""
+    schema = _EVENT_ADAPTER.json_schema()
+    defs = schema.pop("$defs", {})
+    return {
+        "type": "object",
+        "required": ["events"],
+        "additionalProperties": False,
+        "properties": {
+            "events": {
+                "type": "array",
+                "maxItems": max_events,
+                "items": _inline(schema, defs),
+                "description": "Wire protocol v1 events, one of the types below by `type` "
+                "(docs/PROTOCOL.md).",
+            }
+        },
+    }

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import case, func, select, text
+from sqlalchemy import Text, case, cast, func, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
 from backend.auth.service import allows_model
 from backend.db import insert_for
+from backend.ett.timeline import canonical_json
 from backend.jobs.models import Job, Model
 from ingest.models import RawEvent, RejectedEvent
 from ingest.schema import EventError, event_time, validate_event
@@ -60,19 +61,39 @@ def _resolve_models(
     valid: list[tuple[int, dict[str, Any]]],
     reject: Any,
 ) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, str | None]]:
-    """Each job's model (stored, or from its job_submitted); refuse what the token may not write."""
+    """Each job's model (stored, else its first job_submitted in the batch), fixed once known.
+
+    A job_submitted naming another model is rejected (`model_conflict`); the token's model scope
+    is checked against every job_submitted of the batch and against the stored job.
+    """
     known = _job_models(db_session, {ev["job_id"] for _, ev in valid})
     models: dict[str, str | None] = dict(known)
+    submitted_models: dict[str, set[str]] = {}
+    for _index, ev in valid:
+        if ev["type"] == "job_submitted":
+            submitted_models.setdefault(ev["job_id"], set()).add(ev["model"])
+    if token is not None and token.models:
+        for job_id, named in sorted(submitted_models.items()):
+            for model in sorted(named):
+                if not allows_model(token, model):
+                    raise ModelNotAllowed(
+                        f"token {token.name!r} may write only jobs of {', '.join(token.models)}; "
+                        f"a job_submitted of job {job_id!r} names model {model!r}"
+                    )
     kept = []
     for index, ev in valid:
         job_id = ev["job_id"]
         if ev["type"] == "job_submitted":
-            stored = known.get(job_id)
-            if stored is not None and stored != ev["model"]:
-                reject(index, ev, f"model: job {job_id!r} belongs to model {stored!r} already")
+            fixed = models.get(job_id)
+            if fixed is not None and fixed != ev["model"]:
+                reject(
+                    index,
+                    ev,
+                    f"model_conflict: job {job_id!r} belongs to model {fixed!r}; "
+                    f"this job_submitted names {ev['model']!r} (a job's model never changes)",
+                )
                 continue
-            if models.get(job_id) is None:
-                models[job_id] = ev["model"]
+            models[job_id] = ev["model"]
         else:
             models.setdefault(job_id, None)
         kept.append((index, ev))
@@ -116,31 +137,126 @@ def ingest_batch(
         )
 
     valid: list[tuple[int, dict[str, Any]]] = []
-    seen: set[str] = set()
+    seen: dict[tuple[str, str], int] = {}
     for index, raw in enumerate(events):
         try:
             ev = validate_event(raw)
         except EventError as err:
             reject(index, raw, str(err))
             continue
-        if ev["event_id"] in seen:
+        key = (ev["job_id"], ev["event_id"])
+        at = seen.get(key)
+        if at is None:
+            seen[key] = len(valid)
+            valid.append((index, ev))
+            continue
+        first_index, first = valid[at]
+        if first == ev:
             result.duplicates += 1
             continue
-        seen.add(ev["event_id"])
-        valid.append((index, ev))
+        # A conflicting copy inside the batch: the smaller canonical JSON stays a candidate.
+        if canonical_json(ev) < canonical_json(first):
+            valid[at] = (index, ev)
+            reject(first_index, first, CONFLICT_ERROR)
+        else:
+            reject(index, ev, CONFLICT_ERROR)
 
     if valid:
         valid, models = _resolve_models(db_session, token, valid, reject)
     if valid:
         inserted = _insert_raw(db_session, [ev for _, ev in valid], now)
-        result.accepted = len(inserted)
-        result.duplicates += len(valid) - len(inserted)
-        new = [ev for _, ev in valid if ev["event_id"] in inserted]
-        result.job_ids = _mark_jobs(db_session, new, models, now)
+        new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
+        replaced = _settle_conflicts(
+            db_session,
+            [(i, ev) for i, ev in valid if (ev["job_id"], ev["event_id"]) not in inserted],
+            now,
+            result,
+            reject,
+            rejected_rows,
+            token_name,
+        )
+        result.accepted = len(new) + len(replaced)
+        result.job_ids = _mark_jobs(db_session, new + replaced, models, now)
     if rejected_rows:
         db_session.execute(insert_for(db_session, RejectedEvent.__table__), rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
+
+
+CONFLICT_ERROR = (
+    "conflicting_duplicate: this (job_id, event_id) was sent with other content; the copy "
+    "with the smallest canonical JSON (sorted keys, no spaces) is the event"
+)
+
+
+def _settle_conflicts(
+    db_session: Session,
+    known: list[tuple[int, dict[str, Any]]],
+    now: float,
+    result: IngestResult,
+    reject: Any,
+    rejected_rows: list[dict[str, Any]],
+    token_name: str | None,
+) -> list[dict[str, Any]]:
+    """Events whose key is stored already: duplicates, or conflicts settled by canonical JSON.
+
+    Returns the events that replaced the stored copy (their job must be recomputed); the
+    displaced copy is kept in rejected_events.
+    """
+    if not known:
+        return []
+    rt = RawEvent.__table__
+    keys = {(ev["job_id"], ev["event_id"]) for _, ev in known}
+    stored: dict[tuple[str, str], tuple[int, str]] = {}
+    ordered = sorted(keys)
+    for k in range(0, len(ordered), 500):
+        rows = db_session.execute(
+            select(rt.c.id, rt.c.job_id, rt.c.event_id, cast(rt.c.payload, Text))
+            .where(tuple_(rt.c.job_id, rt.c.event_id).in_(ordered[k : k + 500]))
+            .order_by(rt.c.job_id, rt.c.event_id)
+            .with_for_update()  # two batches settling one conflict take turns (Postgres)
+        )
+        for row_id, job_id, event_id, payload in rows:
+            stored[(job_id, event_id)] = (row_id, payload)
+    replaced: list[dict[str, Any]] = []
+    for index, ev in known:
+        key = (ev["job_id"], ev["event_id"])
+        found = stored.get(key)
+        if found is None:  # inserted by a concurrent batch and gone again: count it as seen
+            result.duplicates += 1
+            continue
+        row_id, payload = found
+        old = orjson.loads(payload)
+        if old == ev:
+            result.duplicates += 1
+            continue
+        if canonical_json(ev) >= canonical_json(old):
+            reject(index, ev, CONFLICT_ERROR)
+            continue
+        db_session.execute(
+            update(rt)
+            .where(rt.c.id == row_id)
+            .values(
+                type=ev["type"],
+                attempt=ev["attempt"],
+                ts=event_time(ev),
+                received_at=now,
+                payload=ev,
+            )
+        )
+        rejected_rows.append(
+            {
+                "received_at": now,
+                "job_id": ev["job_id"][:128],
+                "event_id": ev["event_id"][:64],
+                "batch_index": -1,
+                "error": CONFLICT_ERROR + " (this stored copy was replaced by a smaller one)",
+                "raw": _raw_text(old),
+                "token_name": token_name,
+            }
+        )
+        replaced.append(ev)
+    return replaced
 
 
 _PG_INSERT_RAW = text(
@@ -148,7 +264,7 @@ _PG_INSERT_RAW = text(
     "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
     "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e "
     "FROM jsonb_array_elements(CAST(:events AS jsonb)) AS e "
-    "ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
+    "ON CONFLICT (job_id, event_id) DO NOTHING RETURNING job_id, event_id"
 )
 
 
@@ -163,13 +279,15 @@ _PG_MARK_JOBS = text(
 )
 
 
-def _insert_raw(db_session: Session, events: list[dict[str, Any]], now: float) -> set[str]:
-    """Insert new events, skipping known ids; returns the ids actually inserted."""
+def _insert_raw(
+    db_session: Session, events: list[dict[str, Any]], now: float
+) -> set[tuple[str, str]]:
+    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted."""
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
         params = {"received_at": now, "events": orjson.dumps(events).decode()}
-        return set(db_session.scalars(_PG_INSERT_RAW, params))
+        return {(j, e) for j, e in db_session.execute(_PG_INSERT_RAW, params)}
     rows = [
         {
             "event_id": ev["event_id"],
@@ -184,10 +302,10 @@ def _insert_raw(db_session: Session, events: list[dict[str, Any]], now: float) -
     ]
     stmt = (
         insert_for(db_session, RawEvent.__table__)
-        .on_conflict_do_nothing(index_elements=["event_id"])
-        .returning(RawEvent.__table__.c.event_id)
+        .on_conflict_do_nothing(index_elements=["job_id", "event_id"])
+        .returning(RawEvent.__table__.c.job_id, RawEvent.__table__.c.event_id)
     )
-    return set(db_session.scalars(stmt, rows))
+    return {(j, e) for j, e in db_session.execute(stmt, rows)}
 
 
 def _mark_jobs(

@@ -16,6 +16,7 @@ from backend.deps import SessionDep
 from backend.exporter.health import count_ingest
 from backend.timefmt import rfc3339
 from ingest import service
+from ingest.schema import batch_openapi_schema, event_json_schema
 
 log = logging.getLogger("ett.ingest")
 router = APIRouter(tags=["ingest"])
@@ -76,22 +77,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 _BODY_DOC = {
     "requestBody": {
         "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["events"],
-                    "properties": {
-                        "events": {
-                            "type": "array",
-                            "maxItems": 10_000,
-                            "items": {"type": "object"},
-                            "description": "Wire protocol v1 events (SPEC section 3).",
-                        }
-                    },
-                }
-            }
-        },
+        "content": {"application/json": {"schema": batch_openapi_schema()}},
     }
 }
 
@@ -182,3 +168,9 @@ def get_rejected(
         )
         for r in rows
     ]
+
+
+@router.get("/schema/events", response_model=dict[str, Any], tags=["ingest"])
+def get_event_schema(_access: ReadAccess) -> dict[str, Any]:
+    """The JSON Schema of one wire event (docs/PROTOCOL.md), for emitters in any language."""
+    return event_json_schema()

@@ -42,6 +42,8 @@ CATALOGUE: tuple[PhaseEntry, ...] = (
     PhaseEntry("scheduling", "scheduling", "scheduler"),
     PhaseEntry("hardware_setup", "hardware_setup", "cluster"),
     PhaseEntry("trainer_init", "trainer_init", "trainer"),
+    # Process start to the agent's start: interpreter start-up and imports (torch, torchrec).
+    PhaseEntry("trainer_init.process_start", "trainer_init", "trainer"),
     PhaseEntry("trainer_init.device_init", "trainer_init", "trainer"),
     PhaseEntry("trainer_init.process_group", "trainer_init", "trainer"),
     PhaseEntry("trainer_init.preprocessing", "trainer_init", "data"),

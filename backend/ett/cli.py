@@ -16,7 +16,11 @@ def recompute(
     all_jobs: Annotated[bool, typer.Option("--all", help="Rebuild every job.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
-    """Recompute jobs from their raw events: given ones, every one (--all), or the marked ones."""
+    """Recompute jobs from their raw events: given ones, every one (--all), or the marked ones.
+
+    Run `ett recompute --all` once after an upgrade that changes the accounting rules
+    (docs/ACCOUNTING.md): it rebuilds every stored answer with a progress bar.
+    """
     from backend.db import Database
     from backend.ett import service
 

@@ -68,6 +68,7 @@ class JobETT:
     config: dict[str, Any]
     status: str | None
     provisional: bool
+    abandoned: bool
     submitted_at: float
     ended_at: float
     e2e_s: float
@@ -78,6 +79,8 @@ class JobETT:
     warnings: list[dict[str, Any]]
     intervals: list[Interval] = field(default_factory=list)
     attempts: list[AttemptSummary] = field(default_factory=list)
+    # An open job's time after its last event: still provisional ("now" moves), shown as such.
+    live_tail_start: float | None = None
 
     @property
     def effective_s(self) -> float:
@@ -112,6 +115,8 @@ class JobETT:
             "labels": self.labels,
             "status": self.status,
             "provisional": self.provisional,
+            "abandoned": self.abandoned,
+            "live_tail_start": None if self.live_tail_start is None else fmt(self.live_tail_start),
             "submitted_at": fmt(self.submitted_at),
             "ended_at": fmt(self.ended_at),
             "e2e_s": self.e2e_s,
@@ -192,11 +197,17 @@ def compute_job(
     *,
     now: float,
     heartbeat_timeout_s: float = 300.0,
+    abandon_timeout_s: float = 3600.0,
     custom_phases: Mapping[str, str] | None = None,
 ) -> JobETT:
     """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""
     with _cycle_gc_paused():
-        tl = build_timeline(events, now=now, heartbeat_timeout_s=heartbeat_timeout_s)
+        tl = build_timeline(
+            events,
+            now=now,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            abandon_timeout_s=abandon_timeout_s,
+        )
         part = partition(tl, custom_phases)
         components, wasted = _sums(part.pieces)
         l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
@@ -208,6 +219,7 @@ def compute_job(
         config=tl.config,
         status=tl.status,
         provisional=tl.provisional,
+        abandoned=tl.abandoned,
         submitted_at=tl.submitted_at,
         ended_at=tl.ended_at,
         e2e_s=tl.ended_at - tl.submitted_at,
@@ -218,6 +230,11 @@ def compute_job(
         warnings=tl.warnings.to_list(),
         intervals=[Interval(*p) for p in part.pieces],
         attempts=_summaries(tl.attempts),
+        live_tail_start=(
+            min(tl.last_event_at, tl.ended_at)
+            if tl.provisional and tl.last_event_at < tl.ended_at
+            else None
+        ),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -56,28 +56,15 @@ def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
     """Rule 2: progress windows split into replay / effective by the cursor high-water mark."""
     out: list[Piece] = []
     prev_end = -math.inf
-    prev_id: str | None = None
     hwm = -math.inf
-
-    def put(s: float, e: float, a: int, comp: str, kind: str | None) -> None:
-        # Back-to-back windows with the same label become one piece: fewer pieces downstream.
-        if out:
-            last = out[-1]
-            if last[1] == s and last[2] == a and last[3] == comp and last[4] == kind:
-                out[-1] = (last[0], e, a, comp, kind)
-                return
-        out.append((s, e, a, comp, kind))
+    put = _putter(out)
 
     for w in windows:
         s, e, cs, ce, a = w.start, w.end, w.cursor_start, w.cursor_end, w.attempt
         if s < prev_end:
-            warnings.add("overlapping_progress", prev_id, w.event_id)
-            if e <= prev_end:
-                continue
-            cs = cs + (ce - cs) * (prev_end - s) / (e - s)
-            s = prev_end
+            # Rare (a resent window, two processes reporting as rank 0): the general sweep.
+            return overlapping_progress_layer(windows, warnings)
         prev_end = e
-        prev_id = w.event_id
         if ce <= cs:
             if e > s:
                 put(s, e, a, WASTED, "stalled")
@@ -98,6 +85,112 @@ def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
         if ce > hwm:  # a replayed window never lowers the mark
             hwm = ce
     return out
+
+
+def _putter(out: list[Piece]) -> Callable[[float, float, int, str, str | None], None]:
+    def put(s: float, e: float, a: int, comp: str, kind: str | None) -> None:
+        # Back-to-back pieces with the same label become one piece: fewer pieces downstream.
+        if out:
+            last = out[-1]
+            if last[1] == s and last[2] == a and last[3] == comp and last[4] == kind:
+                out[-1] = (last[0], e, a, comp, kind)
+                return
+        out.append((s, e, a, comp, kind))
+
+    return put
+
+
+def _cursor_at(w: Window, t: float) -> float:
+    if w.end <= w.start or w.cursor_end <= w.cursor_start:
+        return w.cursor_start
+    return w.cursor_start + (w.cursor_end - w.cursor_start) * (t - w.start) / (w.end - w.start)
+
+
+def overlapping_progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
+    """Rule 2 where windows overlap: one window classifies each instant (latest attempt, then
+    later start, then smaller event_id); every window raises the high-water mark as it goes."""
+    out: list[Piece] = []
+    put = _putter(out)
+    live = [w for w in windows if w.end > w.start]
+    # Zero-length windows classify nothing but still report a cursor the job reached.
+    zero = sorted((w for w in windows if w.end <= w.start), key=lambda w: w.start)
+    bounds = sorted({t for w in windows for t in (w.start, w.end)})
+    by_start = sorted(live, key=lambda w: w.start)
+    zi = 0
+    active: list[Window] = []
+    overlapped: set[str] = set()
+    k = 0
+    hwm = -math.inf
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        while zi < len(zero) and zero[zi].start <= a:
+            z = zero[zi]
+            hwm = max(hwm, z.cursor_start, z.cursor_end)
+            zi += 1
+        active = [w for w in active if w.end > a]
+        while k < len(by_start) and by_start[k].start <= a:
+            active.append(by_start[k])
+            k += 1
+        if not active:
+            continue
+        if len(active) > 1:
+            overlapped.update(w.event_id for w in active)
+        win = min(active, key=lambda w: (-w.attempt, -w.start, w.event_id))
+        if win.cursor_end <= win.cursor_start:
+            put(a, b, win.attempt, WASTED, "stalled")
+        else:
+            _classify(put, win, [w for w in active if w is not win], hwm, a, b)
+        for w in active:
+            c = _cursor_at(w, b)
+            if c > hwm:
+                hwm = c
+    if overlapped:
+        warnings.add("overlapping_progress", *overlapped)
+    return out
+
+
+def _classify(
+    put: Callable[[float, float, int, str, str | None], None],
+    win: Window,
+    others: list[Window],
+    hwm: float,
+    a: float,
+    b: float,
+) -> None:
+    """Effective where the winner's cursor exceeds every cursor reached at an earlier instant.
+
+    Against the mark and stalled windows that means strictly above; against another advancing
+    window, at or above its cursor at the same instant (its earlier instants are lower), so a
+    resent copy of a window changes nothing.
+    """
+    c0 = _cursor_at(win, a)
+    rate = (win.cursor_end - win.cursor_start) / (win.end - win.start)
+    fixed = hwm
+    lines: list[tuple[float, float]] = []
+    for o in others:
+        if o.cursor_end <= o.cursor_start:
+            fixed = max(fixed, o.cursor_start)
+        else:
+            lines.append((_cursor_at(o, a), (o.cursor_end - o.cursor_start) / (o.end - o.start)))
+    cuts = [a, b]
+    for v0, vr in [*lines, (fixed, 0.0)]:
+        if vr != rate and math.isfinite(v0):
+            t = a + (v0 - c0) / (rate - vr)
+            if a < t < b:
+                cuts.append(t)
+    cuts.sort()
+    for p, q in zip(cuts, cuts[1:], strict=False):
+        if q <= p:
+            continue
+        dt = (p + q) / 2 - a
+        mine = c0 + rate * dt
+        ahead = mine > fixed and all(
+            mine >= v0 + vr * dt - 1e-9 * max(1.0, abs(v0)) for v0, vr in lines
+        )
+        if ahead:
+            put(p, q, win.attempt, EFFECTIVE, None)
+        else:
+            put(p, q, win.attempt, WASTED, "replay")
 
 
 def _ancestors(name: str) -> list[str]:
@@ -202,9 +295,10 @@ def implicit_layer(tl: Timeline) -> list[Piece]:
         if not attempts:
             out.append((cur, tl.ended_at, None, "scheduling", "scheduling"))
         else:
+            # After the last attempt stopped: shutdown once the job ended; while it is open the
+            # job may be queued again, so the time is scheduling.
             last = attempts[-1]
-            waiting = tl.provisional and last.failure is not None
-            comp = "scheduling" if waiting else "shutdown"
+            comp = "scheduling" if tl.provisional else "shutdown"
             out.append((cur, tl.ended_at, last.attempt, comp, comp))
     return out
 

@@ -74,6 +74,7 @@ def compute(
         events,
         now=time.time() if now is None else now,
         heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else 300.0,
+        abandon_timeout_s=settings.abandon_timeout_s if settings else 3600.0,
         custom_phases=custom_phases,
     )
 
@@ -407,7 +408,7 @@ SORTS: dict[str, Any] = {
 def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
-    for key in ("submitted_at", "ended_at"):
+    for key in ("submitted_at", "ended_at", "live_tail_start"):
         if out.get(key) is not None:
             out[key] = fmt(out[key])
     l1 = dict(out.get("l1") or {})

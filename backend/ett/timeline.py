@@ -43,8 +43,9 @@ _TIME_FIELD: dict[str, str] = {
 }
 _FAILURE_KINDS = frozenset(FAILURE_KINDS)
 _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
-# A phase_started is closed by a `phase` of the same attempt and name starting this close to it.
-_MATCH_TOLERANCE_S = 1e-3
+# A phase_started without a span_id match is closed by the `phase` of the same attempt and name
+# whose start is nearest, within this many seconds.
+MATCH_TOLERANCE_S = 1.0
 
 # Epoch seconds beyond this (year 5138) or below 0 are not times: floats lose the millisecond there.
 MAX_TIME = 1e11
@@ -56,7 +57,7 @@ WARNING_RULES: dict[str, str] = {
     "invalid_event": "event set aside: a required field is missing or has the wrong type",
     "unknown_type": "event set aside: unknown event type",
     "time_out_of_range": "event set aside: its time is negative or beyond 1e11 epoch seconds",
-    "conflicting_duplicate": "several events share an event_id with different contents; the one with the smallest canonical JSON was kept",
+    "conflicting_duplicate": "several copies of one (job_id, event_id) with different contents: the one with the smallest canonical JSON was kept",
     "no_job_submitted": "no job_submitted event: submission taken as the earliest event time",
     "multiple_job_submitted": "several job_submitted events: the earliest was kept",
     "multiple_job_ended": "several job_ended events: the latest was kept",
@@ -66,7 +67,11 @@ WARNING_RULES: dict[str, str] = {
     "after_now": "event times after 'now' on an open job: the job's end was moved to the latest event",
     "end_before_start": "span set aside: its end precedes its start",
     "cursor_backwards": "progress window whose cursor goes backwards: treated as not advancing (stalled)",
-    "overlapping_progress": "progress windows overlap in time: the later-starting window was trimmed to start where the earlier ends (dropped if inside it)",
+    "overlapping_progress": "progress windows overlap in time: one window classifies each instant (latest attempt, then later start, then smaller event_id); every window raises the high-water mark",
+    "progress_after_next_attempt": "progress or checkpoint reported past the next attempt's start (a leftover process): cut off at that start",
+    "failure_before_progress": "failure stamped before its attempt's last progress window or checkpoint ended (clock skew): moved to that end",
+    "inferred_failure_job_failed": "job_ended says failed but its last attempt reported no failure: a failure was inferred at that attempt's last event",
+    "abandoned": "open job silent longer than the abandon timeout: it ends at its last event",
     "missing_attempt_started": "attempt without attempt_started: its start taken as its earliest event",
     "multiple_attempt_started": "several attempt_started events for one attempt: the earliest was kept",
     "multiple_attempt_ended": "several attempt_ended events for one attempt: the earliest was kept",
@@ -115,6 +120,7 @@ class Span:
     attempt: int
     phase: str
     event_id: str
+    span_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -127,6 +133,13 @@ class Window:
     cursor_start: float
     cursor_end: float
     event_id: str
+
+    def cut(self, at: float) -> None:
+        """End the window at `at` (start < at < end), its cursor moved linearly to that instant."""
+        self.cursor_end = self.cursor_start + (self.cursor_end - self.cursor_start) * (
+            (at - self.start) / (self.end - self.start)
+        )
+        self.end = at
 
 
 @dataclass(slots=True)
@@ -168,6 +181,9 @@ class AttemptInfo:
     earliest_event: float = math.inf
     earliest_event_id: str | None = None
     failure: Failure | None = None
+    # The latest end of the attempt's progress windows and checkpoint blocking parts (as sent).
+    busy_end: float = -math.inf
+    busy_event: str | None = None
     # Where the attempt stops holding its allocation for the partition (failure or end, else job end).
     end: float = 0.0
     # Still running: an open job's attempt with no end, no failure and not yet silent too long.
@@ -193,6 +209,10 @@ class Timeline:
     checkpoints: list[Checkpoint]
     failures: list[Failure]
     warnings: WarningLog = field(default_factory=WarningLog)
+    # Open job silent past the abandon timeout: it ended at its last event.
+    abandoned: bool = False
+    # The latest instant any event of the job speaks about (-inf without events).
+    last_event_at: float = -math.inf
 
 
 def _num(value: Any) -> float | None:
@@ -214,8 +234,9 @@ def _time(value: Any) -> float | None:
     return t if t is not None and 0.0 <= t <= MAX_TIME else None
 
 
-def _canonical(event: Mapping[str, Any]) -> str:
-    return json.dumps(event, sort_keys=True, default=str)
+def canonical_json(event: Mapping[str, Any]) -> str:
+    """An event's canonical JSON: sorted keys, no spaces (the smallest copy of a duplicate wins)."""
+    return json.dumps(event, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None, tuple[str, ...]]:
@@ -320,7 +341,7 @@ def _dedupe_and_sort(
                 set_aside[eid] = k
         elif prev is not ev and prev != ev:
             conflicted.add(eid)
-            if _canonical(ev) < _canonical(prev):
+            if canonical_json(ev) < canonical_json(prev):
                 by_id[eid] = ev
     if conflicted:
         warnings.add("conflicting_duplicate", *conflicted)
@@ -368,6 +389,7 @@ def build_timeline(
     *,
     now: float,
     heartbeat_timeout_s: float = 300.0,
+    abandon_timeout_s: float = 3600.0,
 ) -> Timeline:
     """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
     warnings = WarningLog()
@@ -441,9 +463,11 @@ def build_timeline(
                     warnings.add("end_before_start", eid)
                     continue
                 end = pend
-                raw_spans.append(Span(t, pend, a, phase, eid))
+                sid = ev.get("span_id")
+                raw_spans.append(Span(t, pend, a, phase, eid, sid if type(sid) is str else None))
             else:
-                open_spans.append(Span(t, t, a, phase, eid))
+                sid = ev.get("span_id")
+                open_spans.append(Span(t, t, a, phase, eid, sid if type(sid) is str else None))
         elif rank == 5:  # checkpoint
             bend = _time(ev.get("blocking_end"))
             if bend is None:
@@ -494,6 +518,8 @@ def build_timeline(
             info.first_span = t
         if end > info.last_event:
             info.last_event = end
+        if (rank == 4 or rank == 5) and end > info.busy_end:
+            info.busy_end, info.busy_event = end, eid
         if end > times_max:
             times_max = end
 
@@ -503,8 +529,12 @@ def build_timeline(
         warnings.add("no_job_submitted")
         submitted_at = keyed[0][0] if keyed else float(now)
     provisional = ended_at is None
+    abandoned = False
+    # Silence of an attempt is measured against 'now' while the job is open, else its end.
+    silence_ref = float(now)
     if ended is not None and ended_at is not None:
         job_end = ended_at
+        silence_ref = job_end
         if job_end < submitted_at:
             warnings.add("job_ended_before_submitted", ended.get("event_id"))
             job_end = submitted_at
@@ -513,6 +543,10 @@ def build_timeline(
         if times_max > job_end:
             warnings.add("after_now")
             job_end = times_max
+        elif keyed and float(now) - max(times_max, submitted_at) > abandon_timeout_s:
+            abandoned, provisional = True, False
+            warnings.add("abandoned")
+            job_end = max(times_max, submitted_at)
     _clipping_warnings(keyed, windows, raw_spans, checkpoints, submitted_at, job_end, warnings)
 
     # -- attempts: starts, ends, failures ------------------------------------------------------
@@ -526,8 +560,11 @@ def build_timeline(
     ordered = sorted(attempts.values(), key=lambda x: (x.start, x.attempt))
     if any(ordered[i].attempt > ordered[i + 1].attempt for i in range(len(ordered) - 1)):
         warnings.add("attempts_out_of_order", *(x.start_event for x in ordered))
+    windows, checkpoints, busy_until = cut_at_next_attempt(ordered, windows, checkpoints, warnings)
 
     failures: list[Failure] = []
+    last_info = ordered[-1] if ordered else None
+    job_failed = ended is not None and ended.get("status") == "failed"
     for i, info in enumerate(ordered):
         later_start = ordered[i + 1].start if i + 1 < len(ordered) else None
         failure = explicit_failures.get(info.attempt)
@@ -539,10 +576,20 @@ def build_timeline(
                 False,
                 info.end_event,
             )
-        if failure is None and info.ended_at is None:
-            last = max(info.last_event, info.start)
-            if later_start is not None or job_end - last > heartbeat_timeout_s:
-                failure = Failure(last, "unknown", info.attempt, True, None)
+        last = max(info.last_event, info.start)
+        if later_start is not None and last > later_start:
+            last = max(later_start, info.start)  # a leftover process's events are cut off
+        silent = later_start is not None or silence_ref - last > heartbeat_timeout_s
+        if failure is None and info.ended_at is None and silent:
+            failure = Failure(last, "unknown", info.attempt, True, None)
+        if failure is None and job_failed and info is last_info:
+            warnings.add("inferred_failure_job_failed", ended.get("event_id") if ended else None)
+            failure = Failure(last, "unknown", info.attempt, True, None)
+        if failure is not None:
+            blocked = busy_until.get(info.attempt)
+            if blocked is not None and failure.ts < blocked[0]:
+                warnings.add("failure_before_progress", failure.event_id, blocked[1])
+                failure.ts = blocked[0]
         info.failure = failure
         stops = [x.ts for x in (failure,) if x is not None]
         if info.ended_at is not None:
@@ -555,28 +602,13 @@ def build_timeline(
         if failure is not None:
             failures.append(failure)
 
-    # -- phase spans: open ones are closed by a matching phase, else by their attempt's end ----
-    starts_by_key: dict[tuple[int, str], list[float]] = {}
-    for sp in raw_spans:
-        starts_by_key.setdefault((sp.attempt, sp.phase), []).append(sp.start)
-    for lst in starts_by_key.values():
-        lst.sort()
-    spans = raw_spans
-    for sp in open_spans:
-        lst = starts_by_key.get((sp.attempt, sp.phase))
-        if lst:
-            k = bisect.bisect_left(lst, sp.start - _MATCH_TOLERANCE_S)
-            if k < len(lst) and lst[k] <= sp.start + _MATCH_TOLERANCE_S:
-                continue
-        info = attempts[sp.attempt]
-        if not info.live:
-            warnings.add("phase_never_ended", sp.event_id)
-        sp.end = max(info.end, sp.start)
-        spans.append(sp)
+    spans = close_open_spans(raw_spans, open_spans, attempts, warnings)
 
     status = ended.get("status") if ended is not None else None
     if ended is not None:
         status = status if type(status) is str else "unknown"
+    elif abandoned:
+        status = "abandoned"
     else:
         status = "running" if ordered else "pending"
     gpus = meta.get("gpus")
@@ -601,4 +633,114 @@ def build_timeline(
         checkpoints=checkpoints,
         failures=sorted(failures, key=lambda f: (f.ts, f.attempt)),
         warnings=warnings,
+        abandoned=abandoned,
+        last_event_at=max(times_max, submitted_at),
     )
+
+
+def cut_at_next_attempt(
+    ordered: list[AttemptInfo],
+    windows: list[Window],
+    checkpoints: list[Checkpoint],
+    warnings: WarningLog,
+) -> tuple[list[Window], list[Checkpoint], dict[int, tuple[float, str]]]:
+    """Cut each attempt's windows and checkpoints at the next attempt's start (leftover processes).
+
+    Also returns, per attempt, where its last (cut) window or checkpoint blocking part ends and
+    the id of that event: a failure of the attempt is never earlier (clock skew between ranks).
+    """
+    next_start = {info.attempt: ordered[i + 1].start for i, info in enumerate(ordered[:-1])}
+    if not any(info.busy_end > next_start.get(info.attempt, math.inf) for info in ordered):
+        # The common case: nothing to cut, and the main pass already found each last end.
+        return (
+            windows,
+            checkpoints,
+            {x.attempt: (x.busy_end, x.busy_event) for x in ordered if x.busy_event is not None},
+        )
+    busy_until: dict[int, tuple[float, str]] = {}
+    kept_windows = _cut_items(windows, next_start, busy_until, warnings)
+    kept_checkpoints = _cut_items(checkpoints, next_start, busy_until, warnings)
+    return kept_windows, kept_checkpoints, busy_until
+
+
+def _cut_items(
+    items: list[Any],
+    next_start: Mapping[int, float],
+    busy_until: dict[int, tuple[float, str]],
+    warnings: WarningLog,
+) -> list[Any]:
+    """Windows or checkpoints cut at their attempt's cut-off; records each attempt's last end."""
+    inf = math.inf
+    kept: list[Any] = []
+    append = kept.append
+    cur_a: int | None = None
+    limit = inf
+    best_end = -inf
+    best_id = ""
+    for item in items:
+        a = item.attempt
+        if a != cur_a:
+            if cur_a is not None and best_end > -inf:
+                busy_until[cur_a] = (best_end, best_id)
+            cur_a = a
+            limit = next_start.get(a, inf)
+            best_end, best_id = busy_until.get(a, (-inf, ""))
+        end = item.end
+        if end > limit:
+            warnings.add("progress_after_next_attempt", item.event_id)
+            if item.start >= limit:
+                continue
+            if type(item) is Window:
+                item.cut(limit)
+            else:
+                item.end = limit
+            end = limit
+        append(item)
+        if end > best_end:
+            best_end, best_id = end, item.event_id
+    if cur_a is not None and best_end > -inf:
+        busy_until[cur_a] = (best_end, best_id)
+    return kept
+
+
+def close_open_spans(
+    closed: list[Span],
+    open_spans: list[Span],
+    attempts: Mapping[int, AttemptInfo],
+    warnings: WarningLog,
+) -> list[Span]:
+    """phase_started spans: matched by span_id, else by the nearest start within 1 s; else closed
+    at the attempt's end (the earlier of its failure and its attempt_ended)."""
+    by_span_id = {sp.span_id for sp in closed if sp.span_id is not None}
+    starts_by_key: dict[tuple[int, str], list[tuple[float, str | None]]] = {}
+    for sp in closed:
+        starts_by_key.setdefault((sp.attempt, sp.phase), []).append((sp.start, sp.span_id))
+    for lst in starts_by_key.values():
+        lst.sort(key=lambda x: x[0])
+    spans = closed
+    for sp in open_spans:
+        if sp.span_id is not None and sp.span_id in by_span_id:
+            continue
+        if _nearest_match(starts_by_key.get((sp.attempt, sp.phase)), sp):
+            continue
+        info = attempts[sp.attempt]
+        if not info.live:
+            warnings.add("phase_never_ended", sp.event_id)
+        sp.end = max(info.end, sp.start)
+        spans.append(sp)
+    return spans
+
+
+def _nearest_match(candidates: list[tuple[float, str | None]] | None, sp: Span) -> bool:
+    """A closed span of the same attempt and phase starting within 1 s of `sp`; a span_id on
+    both sides that differs rules the pair out (two concurrent spans of one phase)."""
+    if not candidates:
+        return False
+    starts = [c[0] for c in candidates]
+    k = bisect.bisect_left(starts, sp.start - MATCH_TOLERANCE_S)
+    while k < len(candidates) and candidates[k][0] <= sp.start + MATCH_TOLERANCE_S:
+        other = candidates[k][1]
+        if sp.span_id is None or other is None or other == sp.span_id:
+            return True
+        k += 1
+    return False

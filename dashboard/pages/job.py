@@ -57,6 +57,40 @@ def intervals_frame(result: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
+def live_tail_split(result: dict[str, Any]) -> tuple[float, float, dict[str, float]]:
+    """An open job's live tail: (start epoch, seconds, seconds by component), else (0, 0, {}).
+
+    After the last event, 'now' keeps moving: the engine books that time by its rules, but the
+    page shows it apart as provisional, not as unattributed time or final shutdown.
+    """
+    start = data.epoch(result.get("live_tail_start")) if result.get("provisional") else None
+    if start is None:
+        return 0.0, 0.0, {}
+    by_comp: dict[str, float] = {}
+    for iv in result.get("intervals") or []:
+        s, e = data.epoch(iv["start"]) or 0.0, data.epoch(iv["end"]) or 0.0
+        if e > start:
+            by_comp[iv["component"]] = by_comp.get(iv["component"], 0.0) + e - max(s, start)
+    return start, sum(by_comp.values()), by_comp
+
+
+def mark_live_tail(frame: pd.DataFrame, tail_start: float | None) -> pd.DataFrame:
+    """Intervals split at the live tail's start; the part after it labelled as the live tail."""
+    if tail_start is None or frame.empty:
+        return frame
+    rows = []
+    for rec in frame.to_dict("records"):
+        if rec["end"] <= tail_start:
+            rows.append(rec)
+            continue
+        if rec["start"] < tail_start:
+            rows.append({**rec, "end": tail_start})
+        rows.append({**rec, "start": max(rec["start"], tail_start), "component": figures.LIVE_TAIL})
+    out = pd.DataFrame(rows, columns=frame.columns)
+    out["attempt"] = out["attempt"].astype(object).where(out["attempt"].notna(), None)
+    return out
+
+
 def failures_frame(result: dict[str, Any]) -> pd.DataFrame:
     """The job's failures (time, kind, attempt, inferred)."""
     rows = (result.get("l1") or {}).get("failures") or []
@@ -68,8 +102,9 @@ def failures_frame(result: dict[str, Any]) -> pd.DataFrame:
 
 def timeline_figure(result: dict[str, Any]) -> Any:
     """Fig. 1 for one job result."""
+    tail_start, tail_s, _ = live_tail_split(result)
     return figures.attempt_timeline(
-        intervals_frame(result),
+        mark_live_tail(intervals_frame(result), tail_start if tail_s > 0 else None),
         failures_frame(result),
         submitted_at=data.epoch(result["submitted_at"]) or 0.0,
         ended_at=data.epoch(result["ended_at"]) or 0.0,
@@ -86,7 +121,13 @@ def headline(result: dict[str, Any]) -> html.Div:
                 "job-ett",
                 "ETT%",
                 fmt_pct(result.get("ett_pct")),
-                "provisional: still running" if result.get("provisional") else None,
+                "provisional: still running"
+                if result.get("provisional")
+                else (
+                    "abandoned: silent past the timeout, ended at its last event"
+                    if result.get("abandoned")
+                    else None
+                ),
             ),
             card("job-e2e", "End to end", fmt_minutes(result.get("e2e_s"))),
             card("job-lost", "GPU-hours lost", f"{result.get('gpu_hours_lost', 0.0):,.1f}"),
@@ -116,13 +157,30 @@ def l1_table(result: dict[str, Any]) -> Any:
                 "note": ", ".join(flags),
             }
         )
+    _, tail_s, _ = live_tail_split(result)
+    final_s = l1.get("final_shutdown_s", 0.0)
+    failures = l1.get("failures") or []
+    if tail_s > 0 and failures and failures[-1].get("censored"):
+        rows[-1]["note"] = ", ".join(x for x in (rows[-1]["note"], "provisional: still open") if x)
+        tail_s = 0.0  # the tail is part of a recovery that has not ended yet
+    tail_in_final = min(tail_s, final_s)
     rows += [
         {"part": "in-loop waste", "minutes": l1.get("in_loop_waste_s", 0.0) / 60.0, "note": ""},
         {
             "part": "final shutdown",
-            "minutes": l1.get("final_shutdown_s", 0.0) / 60.0,
+            "minutes": (final_s - tail_in_final) / 60.0,
             "note": "",
         },
+    ]
+    if tail_in_final > 0:
+        rows.append(
+            {
+                "part": "live tail (provisional)",
+                "minutes": tail_in_final / 60.0,
+                "note": "since the last event; the job is still running",
+            }
+        )
+    rows += [
         {
             "part": "effective training",
             "minutes": result.get("effective_s", 0.0) / 60.0,
@@ -147,8 +205,11 @@ def l2_table(result: dict[str, Any]) -> Any:
     e2e = result.get("e2e_s") or 0.0
     comps = result.get("components") or {}
     wasted = result.get("wasted") or {}
+    _, tail_s, tail_by_comp = live_tail_split(result)
     rows = []
     for comp, seconds in comps.items():
+        if comp != "wasted_training":
+            seconds -= tail_by_comp.get(comp, 0.0)
         rows.append(
             {
                 "component": COMPONENT_LABELS.get(comp, comp),
@@ -165,6 +226,14 @@ def l2_table(result: dict[str, Any]) -> Any:
                         "share": ws / e2e * 100.0 if e2e else 0.0,
                     }
                 )
+    if tail_s > 0:
+        rows.append(
+            {
+                "component": "Live tail (provisional)",
+                "minutes": tail_s / 60.0,
+                "share": tail_s / e2e * 100.0 if e2e else 0.0,
+            }
+        )
     return table(
         "job-l2-table",
         rows,

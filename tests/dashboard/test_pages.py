@@ -154,6 +154,51 @@ def test_a_running_job_grows_while_its_page_is_open(
     assert ett == _text(page, "job-ett")
 
 
+def test_a_running_jobs_live_tail_is_shown_as_provisional(
+    post: Any, client: Any, settings: Settings, database: Database
+) -> None:
+    import time
+
+    now = time.time()
+    events = _small_job(0, now + 3000.0)[:3]  # training until a minute ago, no end
+    events[2]["end"] = now - 60.0
+    assert post(events).json()["accepted"] == 3
+    answer = client.get("/api/v1/jobs/j000/ett").json()
+    assert answer["provisional"] and answer["live_tail_start"] is not None
+    with dashboard_request(settings, database):
+        page = job.layout(job_id="j000")
+    l1 = {r["part"]: r for r in find(page, "job-l1-table").data}
+    tail_min = l1["live tail (provisional)"]["minutes"]
+    assert tail_min == pytest.approx(1.0, abs=0.1)
+    # shown apart: neither final shutdown nor unattributed
+    assert l1["final shutdown"]["minutes"] == pytest.approx(0.0, abs=1e-6)
+    l2 = {r["component"]: r for r in find(page, "job-l2-table").data}
+    assert l2["Live tail (provisional)"]["minutes"] == pytest.approx(tail_min)
+    assert l2["Unattributed"]["minutes"] == pytest.approx(0.0, abs=1e-6)
+    timeline = find(page, "job-timeline-graph").figure
+    assert "live tail (provisional)" in {t.name for t in timeline.data}
+
+
+def test_revision_2_warnings_on_the_job_page_and_in_rest(
+    post: Any, client: Any, settings: Settings, database: Database
+) -> None:
+    import time
+
+    t0 = time.time() - 4000.0
+    events = _small_job(1, t0 + 7201.0)  # finished job; its failure stamped before progress
+    events.insert(3, {"event_id": "j001-f", "job_id": "j001", "type": "failure", "attempt": 0,
+                      "ts": t0 + 3000.0, "kind": "app_error"})  # fmt: skip
+    assert post(events).json()["rejected"] == []
+    answer = client.get("/api/v1/jobs/j001/ett").json()
+    warned = {w["code"]: w for w in answer["warnings"]}
+    assert warned["failure_before_progress"]["event_ids"] == ["j001-f", "j001-p"]
+    with dashboard_request(settings, database):
+        page = job.layout(job_id="j001")
+    block = str(find(page, "job-warnings"))
+    assert "failure_before_progress" in block and "j001-f" in block
+    assert warned["failure_before_progress"]["message"] in block
+
+
 def test_compare_page_equals_the_rest_answer(
     api: TestClient, seeded: Settings, database: Database
 ) -> None:

@@ -32,13 +32,13 @@ class JobEvents:
         """attempt_started."""
         return self.add("attempt_started", attempt, ts=ts, **kw)
 
-    def phase(self, attempt: int, name: str, start: float, end: float) -> str:
+    def phase(self, attempt: int, name: str, start: float, end: float, **kw: Any) -> str:
         """A completed phase span."""
-        return self.add("phase", attempt, phase=name, start=start, end=end)
+        return self.add("phase", attempt, phase=name, start=start, end=end, **kw)
 
-    def phase_started(self, attempt: int, name: str, start: float) -> str:
+    def phase_started(self, attempt: int, name: str, start: float, **kw: Any) -> str:
         """An open phase span."""
-        return self.add("phase_started", attempt, phase=name, start=start)
+        return self.add("phase_started", attempt, phase=name, start=start, **kw)
 
     def progress(
         self, attempt: int, start: float, end: float, c0: float, c1: float, steps: int = 1

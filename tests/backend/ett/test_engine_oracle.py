@@ -103,8 +103,19 @@ def implicit_at(events: list[dict[str, Any]], t: float) -> str:
 
 def expected_at(events: list[dict[str, Any]], t: float) -> tuple[str, str | None] | None:
     """(component, phase) at instant t by rules 1-3 read literally; None where rule 4/5 applies."""
+    starts = sorted(e["ts"] for e in events if e["type"] == "attempt_started")
+    by_attempt = {e["attempt"]: e["ts"] for e in events if e["type"] == "attempt_started"}
+
+    def cutoff(attempt: int) -> float:
+        # an attempt's windows and checkpoints count only up to the next attempt's start
+        later = [s for s in starts if s > by_attempt[attempt]]
+        nxt = [b for a, b in by_attempt.items() if a > attempt]
+        return min(later + nxt, default=float("inf"))
+
     for e in events:
-        if e["type"] == "checkpoint" and e["start"] <= t < e["blocking_end"]:
+        if e["type"] == "checkpoint" and e["start"] <= t < min(
+            e["blocking_end"], cutoff(e["attempt"])
+        ):
             return "wasted_training", "checkpoint_blocking"
     windows = [e for e in events if e["type"] == "progress"]
     for w in windows:
@@ -132,7 +143,12 @@ def expected_at(events: list[dict[str, Any]], t: float) -> tuple[str, str | None
 def test_partition_instant_by_instant(events: list[dict[str, Any]]):
     r = compute_job(events, now=1e6)
     # spans may run past their attempt or the job: clipped, nothing else to repair
-    assert {w["code"] for w in r.warnings} <= {"overlapping_attempts", "after_job_end"}
+    assert {w["code"] for w in r.warnings} <= {
+        "overlapping_attempts",
+        "after_job_end",
+        "progress_after_next_attempt",
+        "failure_before_progress",
+    }
     bounds = sorted({iv.start for iv in r.intervals} | {iv.end for iv in r.intervals})
     for e in events:
         for key in ("ts", "start", "end", "blocking_end"):
@@ -174,8 +190,22 @@ def test_level1_against_literal_reading(events: list[dict[str, Any]]):
         for lo, hi in zip(bounds, bounds[1:], strict=False)
         if expected_at(events, (lo + hi) / 2) == ("effective_training", None)
     ]
+    starts = {e["attempt"]: e["ts"] for e in events if e["type"] == "attempt_started"}
+
+    def busy_end(attempt: int) -> float:
+        # a failure is never earlier than its attempt's last (cut) window or checkpoint end
+        cut = min((b for a, b in starts.items() if a > attempt), default=float("inf"))
+        ends = [
+            min(e.get("end", e.get("blocking_end", 0.0)), cut)
+            for e in events
+            if e.get("attempt") == attempt
+            and e["type"] in ("progress", "checkpoint")
+            and e["start"] < cut  # one starting at or after the next attempt's start is cut off
+        ]
+        return max(ends, default=float("-inf"))
+
     failures = sorted(
-        e["ts"]
+        min(max(e["ts"], busy_end(e["attempt"])), end)  # times clipped to the job
         for e in events
         if e["type"] == "attempt_ended" and e["reason"] in ("failure", "preempted")
     )

@@ -226,3 +226,121 @@ def test_arbitrary_field_values_never_raise(events: tuple[dict[str, Any], ...]):
     r = compute_job(list(events), now=NOW, custom_phases=CUSTOM)
     assert_consistent(r)
     r.to_dict()
+
+
+# -- revision 2: jobs as real trainers send them -----------------------------------------------
+
+
+@st.composite
+def field_job(draw: st.DrawFn) -> tuple[list[dict[str, Any]], float]:
+    """A realistic job with the field's trouble: skewed failures, zombie windows after the next
+    attempt's start, resent and overlapping windows, conflicting duplicates, hung or abandoned
+    ends. Returns (events, now)."""
+    n = 0
+
+    def ev(etype: str, **fields: Any) -> dict[str, Any]:
+        nonlocal n
+        n += 1
+        return {"event_id": f"e{n:03d}", "job_id": "j", "type": etype, **fields}
+
+    events = [ev("job_submitted", ts=0.0, model="m", gpus=8)]
+    t = 0.0
+    cursor = 0.0
+    n_attempts = draw(st.integers(1, 4))
+    for attempt in range(n_attempts):
+        t += draw(st.sampled_from([0.0, 5.0, 30.0]))
+        events.append(ev("attempt_started", attempt=attempt, ts=t))
+        t += draw(st.sampled_from([0.0, 3.0]))
+        if draw(st.booleans()):
+            events.append(ev("phase_started", attempt=attempt, phase="trainer_init", start=t))
+        if draw(st.booleans()):
+            d = float(draw(st.integers(1, 20)))
+            events.append(ev("phase", attempt=attempt, phase="trainer_init", start=t, end=t + d))
+            t += d
+        if attempt:
+            cursor = max(0.0, cursor - draw(st.integers(0, 50)))
+        for _ in range(draw(st.integers(0, 5))):
+            dur = float(draw(st.integers(1, 30)))
+            adv = float(draw(st.sampled_from([0, 10, 30])))
+            events.append(
+                ev("progress", attempt=attempt, start=t, end=t + dur,
+                   cursor_start=cursor, cursor_end=cursor + adv, steps=1)
+            )  # fmt: skip
+            if draw(st.integers(0, 5)) == 0:  # resent or a second rank 0, overlapping
+                off = float(draw(st.integers(0, int(dur))))
+                events.append(
+                    ev("progress", attempt=attempt, start=t + off, end=t + dur + off,
+                       cursor_start=cursor + draw(st.sampled_from([0.0, 5.0, 100.0])),
+                       cursor_end=cursor + adv + 5.0, steps=1)
+                )  # fmt: skip
+            if draw(st.integers(0, 4)) == 0:
+                events.append(
+                    ev("checkpoint", attempt=attempt, start=t + dur, blocking_end=t + dur + 3)
+                )
+                dur += 3
+            t += dur
+            cursor += adv
+        last = attempt == n_attempts - 1
+        ending = draw(st.sampled_from(["failure", "skewed", "ended", "silent", "hang"]))
+        if ending in ("failure", "skewed"):
+            skew = float(draw(st.integers(1, 5))) if ending == "skewed" else 0.0
+            events.append(ev("failure", attempt=attempt, ts=t - skew, kind="app_error"))
+        elif ending == "ended":
+            reason = draw(st.sampled_from(["completed", "failure", "preempted"]))
+            events.append(ev("attempt_ended", attempt=attempt, ts=t, reason=reason))
+        elif ending == "hang":
+            for k in range(draw(st.integers(1, 4))):
+                events.append(ev("heartbeat", attempt=attempt, ts=t + 10.0 * (k + 1)))
+        if not last and draw(st.integers(0, 3)) == 0:  # a leftover process keeps reporting
+            events.append(
+                ev("progress", attempt=attempt, start=t + 10, end=t + 60,
+                   cursor_start=cursor, cursor_end=cursor + 20, steps=1)
+            )  # fmt: skip
+    close = draw(st.sampled_from(["succeeded", "failed", "open", "abandoned"]))
+    t += draw(st.sampled_from([0.0, 7.0]))
+    now = t + 100.0
+    if close in ("succeeded", "failed"):
+        events.append(ev("job_ended", ts=t + 50, status=close))
+    elif close == "abandoned":
+        now = t + 10_000.0
+    # a few conflicting copies of existing ids (other content)
+    for _ in range(draw(st.integers(0, 2))):
+        victim = draw(st.sampled_from(events))
+        copy_ = dict(victim)
+        copy_["attempt"] = 7 if victim.get("attempt") is not None else None
+        events.append(copy_)
+    return events, now
+
+
+@COMMON
+@given(field_job(), st.data())
+def test_field_jobs_keep_the_identities_in_any_order(case: tuple[list[dict], float], data: Any):
+    events, now = case
+    base = compute_job(events, now=now)
+    assert_consistent(base)
+    if any(e["type"] == "job_submitted" for e in events) and now > 9_000:
+        assert base.abandoned or not base.provisional
+    # Level-1 windows never overlap, and no instant after an attempt's failure is effective
+    for f in base.l1.failures:
+        for iv in base.intervals:
+            if iv.component == "effective_training" and iv.attempt == f.attempt:
+                assert iv.end <= f.ts + 1e-9, (f, iv)
+    shuffled = data.draw(st.permutations(events))
+    dups = data.draw(st.lists(st.sampled_from(events), max_size=5))
+    again = compute_job(list(shuffled) + [copy.deepcopy(d) for d in dups], now=now)
+    assert again.to_dict() == base.to_dict()
+
+
+@COMMON
+@given(progress_only_job())
+def test_overlap_sweep_agrees_with_the_fast_path_on_disjoint_windows(case: tuple):
+    from backend.ett.partition import overlapping_progress_layer, progress_layer
+    from backend.ett.timeline import WarningLog, build_timeline
+
+    events, _first, _mark = case
+    tl = build_timeline(events, now=NOW)
+    fast = progress_layer(tl.windows, WarningLog())
+    slow = overlapping_progress_layer(tl.windows, WarningLog())
+    assert len(fast) == len(slow)
+    for p, q in zip(fast, slow, strict=True):
+        assert p[2:] == q[2:] and abs(p[0] - q[0]) < 1e-6 and abs(p[1] - q[1]) < 1e-6

@@ -74,13 +74,13 @@ def test_cursor_going_backwards_is_stalled():
     assert r.wasted["stalled"] == 5
 
 
-def test_overlapping_progress_windows_are_trimmed():
+def test_overlapping_progress_windows_one_classifies_all_raise_the_mark():
     j = JobEvents()
     j.submitted(0)
     j.started(0, 0)
     a = j.progress(0, 0, 50, 0, 50)
-    b = j.progress(0, 40, 60, 40, 60)  # trimmed to 50..60, cursor 50..60
-    c = j.progress(0, 10, 20, 10, 20)  # inside a: dropped
+    b = j.progress(0, 40, 60, 40, 60)  # classifies 40..60 (later start), same cursor line as a
+    c = j.progress(0, 10, 20, 10, 20)  # inside a: classifies 10..20, changes nothing
     j.ended(0, 60)
     j.job_ended(60)
     r = run(j)

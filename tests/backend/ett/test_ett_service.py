@@ -234,7 +234,7 @@ def test_cli_recompute(database, post, monkeypatch):
 
 def test_stored_answer_equals_live_computation(client, post, database, settings):
     j = fig1_job("twin")
-    j.failure(0, T0 + 120 * M, kind="infra")  # gives l1.failures a timestamp to format
+    j.failure(0, T0 + 150 * M, kind="infra")  # gives l1.failures a timestamp to format
     ok(post(j.events))
     stored = client.get("/api/v1/jobs/twin/ett").json()
     with database.session() as s:
@@ -242,13 +242,14 @@ def test_stored_answer_equals_live_computation(client, post, database, settings)
         live = service.compute(db_session=s, job_id="twin", settings=settings)
     assert live is not None
     assert stored == live.to_dict(time_format=rfc3339)
-    assert stored["l1"]["failures"][0]["ts"] == rfc3339(T0 + 120 * M)
+    assert stored["l1"]["failures"][0]["ts"] == rfc3339(T0 + 150 * M)
 
 
 def test_stale_open_jobs_are_marked_for_refresh(database, post):
     j = JobEvents("open")
-    j.submitted(T0)
-    j.started(0, T0 + 10)
+    recent = time.time() - 100  # open and alive: well inside the abandon timeout
+    j.submitted(recent)
+    j.started(0, recent + 10)
     ok(post(j.events))
     with database.session() as s:
         assert s.get(JobResult, "open").provisional is True
@@ -265,3 +266,64 @@ def test_job_ids_with_slashes_are_reachable(client, post):
     r = client.get("/api/v1/jobs/team/run-7/ett")
     assert r.status_code == 200, r.text
     assert r.json()["job_id"] == "team/run-7" and r.json()["effective_s"] == pytest.approx(25)
+
+
+def test_dead_trainer_job_is_abandoned_by_the_open_job_sweep(client, post, database, settings):
+    """No new events: the periodic refresh of open jobs ends the job at its last event."""
+    short = settings.model_copy(update={"abandon_timeout_s": 150.0})
+    last = time.time() - 100
+    j = JobEvents("dead")
+    j.submitted(last - 400, model="m", gpus=4)
+    j.started(0, last - 400)
+    j.progress(0, last - 300, last, 0, 300)
+    ok(post(j.events))
+    with database.session() as s:
+        assert s.get(JobResult, "dead").provisional is True
+        later = time.time() + 120  # the trainer has now been silent 220 s > 150 s
+        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later) == 1
+        s.commit()
+        assert service.recompute_dirty(db_session=s, settings=short, now=later) == 1
+        row = s.get(JobResult, "dead")
+        assert row.provisional is False and row.status == "abandoned"
+        assert row.ended_at == pytest.approx(last) and row.ett_pct == pytest.approx(75)
+        assert row.result["abandoned"] is True
+        assert "abandoned" in {w["code"] for w in row.result["warnings"]}
+        # no longer provisional: the sweep leaves it alone, so its ETT% stops moving
+        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later + 3600) == 0
+    # a later event reopens it
+    j.heartbeat(0, time.time())
+    ok(post(j.events[-1:]))
+    with database.session() as s:
+        row = s.get(JobResult, "dead")
+        assert row.provisional is True and row.status == "running"
+
+
+def test_recompute_all_brings_an_old_rule_answer_to_revision_2(database, post, monkeypatch):
+    """A job stored under the old rules (failure before progress kept as sent) is rebuilt."""
+    j = JobEvents("skew")
+    j.submitted(T0, model="m", gpus=1)
+    j.started(0, T0)
+    j.progress(0, T0, T0 + 1000, 0, 1000)
+    j.failure(0, T0 + 999)
+    j.started(1, T0 + 1010)
+    j.progress(1, T0 + 1020, T0 + 1030, 900, 1000)
+    j.progress(1, T0 + 1030, T0 + 1040, 1000, 1010)
+    j.job_ended(T0 + 1040)
+    ok(post(j.events))
+    with database.session() as s:
+        fresh = s.get(JobResult, "skew").recovery_s
+        # what the engine before revision 2 stored for this job: TTR 0 s
+        s.execute(update(JobResult).where(JobResult.job_id == "skew").values(recovery_s=0.0))
+        s.commit()
+    from backend.cli import app
+
+    monkeypatch.setenv("ETT_DATABASE_URL", database.url)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["recompute", "--all"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "recompute: 100%" in result.output  # the progress bar
+    with database.session() as s:
+        assert s.get(JobResult, "skew").recovery_s == pytest.approx(fresh) == pytest.approx(30)
