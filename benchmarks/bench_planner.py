@@ -81,7 +81,7 @@ def _report(r: BacktestReport) -> dict[str, Any]:
 
 
 def term_gaps(
-    fleet: list[JobObservation], split: float, end: float, half_life: float
+    fleet: list[JobObservation], start: float, split: float, end: float, half_life: float
 ) -> dict[str, float]:
     """Mean over models of (predicted - test-window in-sample) minutes per job, by term."""
     by_model: dict[str, list[JobObservation]] = defaultdict(list)
@@ -94,8 +94,12 @@ def term_gaps(
         future = [j for j in jobs if j.submitted_at >= split]
         if len(past) < 3 or len(future) < 3:
             continue
-        a = fit_inputs(past, end=split, window_days=1.0, half_life_days=half_life).inputs
-        b = fit_inputs(future, end=end, window_days=1.0, half_life_days=None).inputs
+        a = fit_inputs(
+            past, end=split, window_days=(split - start) / DAY_S, half_life_days=half_life
+        ).inputs
+        b = fit_inputs(
+            future, end=end, window_days=1.0, half_life_days=None, estimator="mean"
+        ).inputs
         assert a is not None and b is not None
         pa, pb = predict(a), predict(b)
         for term in set(pa.lost_s) | set(pb.lost_s):
@@ -142,7 +146,7 @@ def main() -> None:
     )
     out["four_of_six_months"] = _report(main_report)
     out["four_of_six_months"]["term_gaps_min_per_job"] = term_gaps(
-        fleet, split, spec.now, args.half_life
+        fleet, spec.start, split, spec.now, args.half_life
     )
     sensitivity = []
     for months in (4.0, 4.5, 5.0):

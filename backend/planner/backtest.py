@@ -120,7 +120,13 @@ class PairResult:
 def pair_change(baseline: JobObservation, optimized: JobObservation) -> Change:
     """The optimized job's changes as a what-if on the baseline: its measured start-up, recovery,
     checkpoint blocking, stalls and shutdown (failure count and interval stay: the pair holds them)."""
-    opt = fit_inputs([optimized], end=optimized.submitted_at, window_days=1.0, half_life_days=None)
+    opt = fit_inputs(
+        [optimized],
+        end=optimized.submitted_at,
+        window_days=1.0,
+        half_life_days=None,
+        estimator="mean",
+    )
     assert opt.inputs is not None
     o = opt.inputs
     return Change(
@@ -140,7 +146,12 @@ def pair_backtest(
     out = []
     for name, base, opt in pairs:
         fit = fit_inputs(
-            [base], end=base.submitted_at, window_days=1.0, half_life_days=None, replay=replay
+            [base],
+            end=base.submitted_at,
+            window_days=1.0,
+            half_life_days=None,
+            replay=replay,
+            estimator="mean",
         )
         assert fit.inputs is not None
         result = what_if(fit.inputs, pair_change(base, opt))
