@@ -64,6 +64,7 @@ def split_backtest(
     min_fit_jobs: int = 3,
     min_test_jobs: int = 3,
     exclude: Sequence[tuple[float, float]] = (),
+    estimator: str = "level",
 ) -> BacktestReport:
     """Fit each model on jobs submitted in [start, split), predict ETT% of those in [split, end).
 
@@ -85,7 +86,11 @@ def split_backtest(
         if len(fit_jobs) < min_fit_jobs or len(test_jobs) < min_test_jobs:
             continue
         fit = fit_inputs(
-            fit_jobs, end=split, window_days=(split - start) / DAY_S, half_life_days=half_life_days
+            fit_jobs,
+            end=split,
+            window_days=(split - start) / DAY_S,
+            half_life_days=half_life_days,
+            estimator=estimator,
         )
         measured = measured_pct(test_jobs)
         if fit.inputs is None or measured is None:
