@@ -518,9 +518,9 @@ def segments(xs: Sequence[float]) -> list[tuple[int, int]]:
 
 def level(points: Sequence[tuple[float, float, float]], *, end: float, window_days: float) -> Level:
     """The current level of a cost from (time, num, den) points sorted by time: sum(num) /
-    sum(den) over the last constant-level segment of num / den. A last segment that RISES above
-    the one before and covers less than the window's last quarter is taken as a transient
-    excursion (an incident): the level before it is used and the rise reported."""
+    sum(den) over the last constant-level segment of num / den. When every segment that begins
+    inside the window's last quarter lies ABOVE the segment before them, they are taken as a
+    transient excursion (an incident): the level before it is used and the rise reported."""
     pts = sorted((p for p in points if p[2] > 0), key=lambda p: p[0])
     if not pts:
         return Level(0.0)
@@ -532,14 +532,19 @@ def level(points: Sequence[tuple[float, float, float]], *, end: float, window_da
         return sum(p[1] for p in pts[a:b]) / sum(p[2] for p in pts[a:b])
 
     last = ratio(segs[-1])
-    if len(segs) >= 2:
-        before = ratio(segs[-2])
-        began = pts[segs[-1][0]][0]
-        recent_days = (end - began) / DAY_S
-        if last > before and recent_days < window_days * DRIFT_RECENT_SHARE:
+    # The recent excursion: the segments that begin inside the window's last quarter.
+    recent_from = end - window_days * DRIFT_RECENT_SHARE * DAY_S
+    first = next(
+        i for i, (a, _b) in enumerate(segs) if i == len(segs) - 1 or pts[a][0] >= recent_from
+    )
+    if first >= 1 and pts[segs[first][0]][0] >= recent_from:
+        before = ratio(segs[first - 1])
+        if all(ratio(seg) > before for seg in segs[first:]):
+            a = segs[first][0]
+            rise = sum(p[1] for p in pts[a:]) / sum(p[2] for p in pts[a:])
             return Level(
                 before,
-                excluded_rise=last / before if before > 0 else math.inf,
-                excluded_days=recent_days,
+                excluded_rise=rise / before if before > 0 else math.inf,
+                excluded_days=(end - pts[a][0]) / DAY_S,
             )
     return Level(last)
