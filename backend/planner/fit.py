@@ -196,6 +196,7 @@ class Fit:
     measured_interval_s: float | None
     interval_source: str | None
     warnings: list[str] = field(default_factory=list)
+    estimator: str = "level"
 
 
 def _median_gap_interval(jobs: Sequence[JobObservation]) -> float | None:
@@ -250,12 +251,13 @@ def fit_inputs(
             failures_by_kind=by_kind,
             saves=0,
             effective_jobs=0.0,
-            half_life_days=half_life_days,
+            half_life_days=half_life_days if estimator == "recency" else None,
             measured_ett_pct=None,
             measured_replay_per_failure_s=None,
             measured_interval_s=None,
             interval_source=None,
             warnings=["no finished job of this model in the window: nothing to fit"],
+            estimator=estimator,
         )
     w = weights(done, end, half_life_days if estimator == "recency" else None)
     total_w = sum(w)
@@ -391,12 +393,13 @@ def fit_inputs(
         failures_by_kind=by_kind,
         saves=n_saves,
         effective_jobs=eff_n,
-        half_life_days=half_life_days,
+        half_life_days=half_life_days if estimator == "recency" else None,
         measured_ett_pct=measured * 100.0,
         measured_replay_per_failure_s=replay_per_failure,
         measured_interval_s=interval if source == "measured" else _median_gap_interval(done),
         interval_source=source,
         warnings=warnings,
+        estimator=estimator,
     )
 
 
@@ -502,8 +505,28 @@ def _split(xs: Sequence[float], a: int, b: int) -> int | None:
     return best_k if best >= SEGMENT_T else None
 
 
+def _ranks(xs: Sequence[float]) -> list[float]:
+    # Ranks (ties averaged): the split test on ranks is not moved by a lone outlier.
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return out
+
+
 def segments(xs: Sequence[float]) -> list[tuple[int, int]]:
-    """Binary segmentation of a series into constant-level runs: (start, end) index pairs."""
+    """Binary segmentation of a series into constant-level runs: (start, end) index pairs.
+
+    Each split is the position with the largest pooled two-sample t statistic on the ranks of
+    the values, kept when it reaches SEGMENT_T, both sides holding at least SEGMENT_MIN points.
+    """
+    xs = _ranks(xs)
     out: list[tuple[int, int]] = []
     stack = [(0, len(xs))]
     while stack:
