@@ -481,23 +481,25 @@ class Level:
 
 
 def _split(xs: Sequence[float], a: int, b: int) -> int | None:
-    # The position that best splits xs[a:b] into two levels, if significant (pooled t).
+    # The position that best splits xs[a:b] into two levels, if significant (pooled t); one
+    # pass with running sums of x and x^2.
     n = b - a
     if n < 2 * SEGMENT_MIN:
         return None
     seg = xs[a:b]
-    total = sum(seg)
+    total, total_sq = sum(seg), sum(x * x for x in seg)
     best, best_k = 0.0, None
-    left = 0.0
+    left = left_sq = 0.0
     for k in range(1, n):
         left += seg[k - 1]
+        left_sq += seg[k - 1] ** 2
         if k < SEGMENT_MIN or n - k < SEGMENT_MIN:
             continue
         m1, m2 = left / k, (total - left) / (n - k)
-        ss = sum((x - m1) ** 2 for x in seg[:k]) + sum((x - m2) ** 2 for x in seg[k:])
-        s = math.sqrt(ss / (n - 2)) if n > 2 else 0.0
-        if s <= 0:
-            t = math.inf if m1 != m2 else 0.0
+        ss = max(0.0, left_sq - k * m1 * m1 + (total_sq - left_sq) - (n - k) * m2 * m2)
+        s = math.sqrt(ss / (n - 2))
+        if s <= 1e-12 * max(1.0, abs(m1), abs(m2)):
+            t = math.inf if abs(m1 - m2) > 1e-12 else 0.0
         else:
             t = abs(m1 - m2) / (s * math.sqrt(1.0 / k + 1.0 / (n - k)))
         if t > best:
