@@ -564,9 +564,10 @@ def level(points: Sequence[tuple[float, float, float]], *, end: float, window_da
     )
     if first >= 1 and pts[segs[first][0]][0] >= recent_from:
         before = ratio(segs[first - 1])
-        if all(ratio(seg) > before for seg in segs[first:]):
-            a = segs[first][0]
-            rise = sum(p[1] for p in pts[a:]) / sum(p[2] for p in pts[a:])
+        a = segs[first][0]
+        rise = sum(p[1] for p in pts[a:]) / sum(p[2] for p in pts[a:])
+        # A material rise (the drift check's factor), every recent segment above the level.
+        if all(ratio(seg) > before for seg in segs[first:]) and rise >= DRIFT_RATIO * before:
             return Level(
                 before,
                 excluded_rise=rise / before if before > 0 else math.inf,

@@ -71,3 +71,16 @@ def test_ratio_points_weigh_by_their_denominator():
     # (time, num, den): a rate is sum(num) / sum(den), not a mean of ratios.
     pts = [(END - 3 * DAY_S, 1.0, 1.0), (END - 2 * DAY_S, 3.0, 9.0), (END - DAY_S, 0.0, 0.0)]
     assert level(pts, end=END, window_days=10).value == pytest.approx(0.4)
+
+
+def test_a_small_recent_rise_is_the_level():
+    # Significant but under the drift factor (1.5x): not called a regression.
+    rng = random.Random(6)
+    base, rise = _noisy(rng, 10.0, 82), _noisy(rng, 12.0, 18)
+    lv = level(
+        _daily([x * 0.1 + 9.0 for x in base] + [x * 0.1 + 11.0 for x in rise]),
+        end=END,
+        window_days=100,
+    )
+    assert lv.excluded_rise is None
+    assert lv.value == pytest.approx(sum(x * 0.1 + 11.0 for x in rise) / 18, rel=0.03)
