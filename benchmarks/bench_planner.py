@@ -30,7 +30,13 @@ from backend.planner.backtest import (
     pair_backtest,
     split_backtest,
 )
-from backend.planner.fit import DAY_S, DEFAULT_HALF_LIFE_DAYS, JobObservation, fit_inputs
+from backend.planner.fit import (
+    DAY_S,
+    DEFAULT_HALF_LIFE_DAYS,
+    ESTIMATORS,
+    JobObservation,
+    fit_inputs,
+)
 from backend.planner.model import predict
 
 MAE_TARGET_PP = 2.0
@@ -81,7 +87,12 @@ def _report(r: BacktestReport) -> dict[str, Any]:
 
 
 def term_gaps(
-    fleet: list[JobObservation], split: float, end: float, half_life: float
+    fleet: list[JobObservation],
+    start: float,
+    split: float,
+    end: float,
+    half_life: float,
+    estimator: str = "level",
 ) -> dict[str, float]:
     """Mean over models of (predicted - test-window in-sample) minutes per job, by term."""
     by_model: dict[str, list[JobObservation]] = defaultdict(list)
@@ -94,8 +105,16 @@ def term_gaps(
         future = [j for j in jobs if j.submitted_at >= split]
         if len(past) < 3 or len(future) < 3:
             continue
-        a = fit_inputs(past, end=split, window_days=1.0, half_life_days=half_life).inputs
-        b = fit_inputs(future, end=end, window_days=1.0, half_life_days=None).inputs
+        a = fit_inputs(
+            past,
+            end=split,
+            window_days=(split - start) / DAY_S,
+            half_life_days=half_life,
+            estimator=estimator,
+        ).inputs
+        b = fit_inputs(
+            future, end=end, window_days=1.0, half_life_days=None, estimator="mean"
+        ).inputs
         assert a is not None and b is not None
         pa, pb = predict(a), predict(b)
         for term in set(pa.lost_s) | set(pb.lost_s):
@@ -112,6 +131,12 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=182.0, help="days of history (default 182)")
     ap.add_argument(
         "--half-life", type=float, default=DEFAULT_HALF_LIFE_DAYS, help="fit half-life, days"
+    )
+    ap.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default="level",
+        help="fit estimator (default level; recency uses --half-life)",
     )
     ap.add_argument(
         "--in-memory", action="store_true", help="skip the database: engine results in memory"
@@ -135,26 +160,35 @@ def main() -> None:
             "source": "in-memory engine" if args.in_memory else "SQLite via ingest + engine",
             "load_s": load_s,
         },
+        "estimator": args.estimator,
         "half_life_days": args.half_life,
     }
     main_report = split_backtest(
-        fleet, start=spec.start, split=split, end=spec.now, half_life_days=args.half_life
+        fleet,
+        start=spec.start,
+        split=split,
+        end=spec.now,
+        half_life_days=args.half_life,
+        estimator=args.estimator,
     )
     out["four_of_six_months"] = _report(main_report)
     out["four_of_six_months"]["term_gaps_min_per_job"] = term_gaps(
-        fleet, split, spec.now, args.half_life
+        fleet, spec.start, split, spec.now, args.half_life, args.estimator
     )
     sensitivity = []
     for months in (4.0, 4.5, 5.0):
-        for hl in (7.0, 14.0, 30.0):
+        for est, hl in (("level", None), ("recency", 7.0), ("recency", 14.0), ("recency", 30.0)):
             r = split_backtest(
                 fleet,
                 start=spec.start,
                 split=spec.start + span * months / 6.0,
                 end=spec.now,
                 half_life_days=hl,
+                estimator=est,
             )
-            sensitivity.append({"fit_months": months, "half_life_days": hl, **_report(r)})
+            sensitivity.append(
+                {"fit_months": months, "estimator": est, "half_life_days": hl, **_report(r)}
+            )
             del sensitivity[-1]["per_model"]
     out["sensitivity"] = sensitivity
     out["regression_share"] = list(REGRESSION)
@@ -179,17 +213,18 @@ def main() -> None:
         f"({out['fleet']['source']}, {load_s:.1f} s)"
     )
     print(
-        f"fit 4 of 6 months, predict the last 2 (half-life {args.half_life:g} d): "
+        f"fit 4 of 6 months, predict the last 2 ({args.estimator} estimator): "
         f"{m['models']} models, MAE {m['mae_pp']:.2f} pp (target < {MAE_TARGET_PP}), bias "
         f"{m['bias_pp']:+.2f} pp, worst {m['worst_model']} {m['worst_abs_error_pp']:.2f} pp"
     )
     print("  largest term gaps (predicted - next two months, min per job):")
     for term, gap in list(m["term_gaps_min_per_job"].items())[:5]:
         print(f"    {term:28s} {gap:+7.2f}")
-    print("sensitivity (fit months x half-life): MAE / worst")
+    print("sensitivity (fit months x estimator): MAE / worst")
     for s in sensitivity:
+        how = "level" if s["half_life_days"] is None else f"recency {s['half_life_days']:g} d"
         print(
-            f"  {s['fit_months']:.1f} months, half-life {s['half_life_days']:4.0f} d: "
+            f"  {s['fit_months']:.1f} months, {how:14s}: "
             f"{s['mae_pp']:.2f} / {s['worst_abs_error_pp']:.2f} pp (bias {s['bias_pp']:+.2f})"
         )
     for mode, rows in out["pairs"].items():

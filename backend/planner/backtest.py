@@ -64,6 +64,7 @@ def split_backtest(
     min_fit_jobs: int = 3,
     min_test_jobs: int = 3,
     exclude: Sequence[tuple[float, float]] = (),
+    estimator: str = "level",
 ) -> BacktestReport:
     """Fit each model on jobs submitted in [start, split), predict ETT% of those in [split, end).
 
@@ -85,7 +86,11 @@ def split_backtest(
         if len(fit_jobs) < min_fit_jobs or len(test_jobs) < min_test_jobs:
             continue
         fit = fit_inputs(
-            fit_jobs, end=split, window_days=(split - start) / DAY_S, half_life_days=half_life_days
+            fit_jobs,
+            end=split,
+            window_days=(split - start) / DAY_S,
+            half_life_days=half_life_days,
+            estimator=estimator,
         )
         measured = measured_pct(test_jobs)
         if fit.inputs is None or measured is None:
@@ -120,7 +125,13 @@ class PairResult:
 def pair_change(baseline: JobObservation, optimized: JobObservation) -> Change:
     """The optimized job's changes as a what-if on the baseline: its measured start-up, recovery,
     checkpoint blocking, stalls and shutdown (failure count and interval stay: the pair holds them)."""
-    opt = fit_inputs([optimized], end=optimized.submitted_at, window_days=1.0, half_life_days=None)
+    opt = fit_inputs(
+        [optimized],
+        end=optimized.submitted_at,
+        window_days=1.0,
+        half_life_days=None,
+        estimator="mean",
+    )
     assert opt.inputs is not None
     o = opt.inputs
     return Change(
@@ -140,7 +151,12 @@ def pair_backtest(
     out = []
     for name, base, opt in pairs:
         fit = fit_inputs(
-            [base], end=base.submitted_at, window_days=1.0, half_life_days=None, replay=replay
+            [base],
+            end=base.submitted_at,
+            window_days=1.0,
+            half_life_days=None,
+            replay=replay,
+            estimator="mean",
         )
         assert fit.inputs is not None
         result = what_if(fit.inputs, pair_change(base, opt))

@@ -196,6 +196,7 @@ class Fit:
     measured_interval_s: float | None
     interval_source: str | None
     warnings: list[str] = field(default_factory=list)
+    estimator: str = "level"
 
 
 def _median_gap_interval(jobs: Sequence[JobObservation]) -> float | None:
@@ -220,6 +221,7 @@ def fit_inputs(
     window_days: float,
     half_life_days: float | None = DEFAULT_HALF_LIFE_DAYS,
     replay: str = "utt",
+    estimator: str = "level",
 ) -> Fit:
     """Fit ModelInputs from a model's jobs submitted in a window of `window_days` ending at `end`.
 
@@ -231,6 +233,8 @@ def fit_inputs(
     """
     if replay not in ("utt", "measured"):
         raise ValueError(f"replay must be 'utt' or 'measured', got {replay!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     done = [j for j in jobs if j.e2e_s > 0 and j.effective_s > 0]
     warnings: list[str] = []
     by_kind = dict.fromkeys(FAILURE_KINDS, 0)
@@ -247,49 +251,85 @@ def fit_inputs(
             failures_by_kind=by_kind,
             saves=0,
             effective_jobs=0.0,
-            half_life_days=half_life_days,
+            half_life_days=half_life_days if estimator == "recency" else None,
             measured_ett_pct=None,
             measured_replay_per_failure_s=None,
             measured_interval_s=None,
             interval_source=None,
             warnings=["no finished job of this model in the window: nothing to fit"],
+            estimator=estimator,
         )
-    w = weights(done, end, half_life_days)
+    w = weights(done, end, half_life_days if estimator == "recency" else None)
     total_w = sum(w)
     eff_n = total_w**2 / sum(x * x for x in w)
+    excluded: list[tuple[str, Level]] = []
+
+    def est(name: str, points: Sequence[tuple[float, float, float, float]]) -> float:
+        # points: (time, num, den, recency weight); the fitted value is a ratio num / den.
+        if estimator == "level":
+            lv = level([(t, n, d) for t, n, d, _x in points], end=end, window_days=window_days)
+            if lv.excluded_rise is not None:
+                excluded.append((name, lv))
+            return lv.value
+        den = sum(x * d for _t, _n, d, x in points)
+        return sum(x * n for _t, n, _d, x in points) / den if den > 0 else 0.0
+
+    def per_job(name: str, fn: Any) -> float:
+        return est(name, [(j.submitted_at, fn(j), 1.0, x) for x, j in zip(w, done, strict=True)])
 
     def mean(values: Iterable[float]) -> float:
         return sum(x * y for x, y in zip(w, values, strict=True)) / total_w
 
     gpus = round(mean([j.gpus for j in done]))
     effective = mean([j.effective_s for j in done])
-    gpu_h = sum(x * j.gpus * j.effective_s / HOUR_S for x, j in zip(w, done, strict=True))
     rates = {
-        kind: sum(
-            x * sum(1 for f in j.failures if f.kind == kind) for x, j in zip(w, done, strict=True)
+        kind: est(
+            f"{kind} failure rate",
+            [
+                (
+                    j.submitted_at,
+                    float(sum(1 for f in j.failures if f.kind == kind)),
+                    j.gpus * j.effective_s / HOUR_S,
+                    x,
+                )
+                for x, j in zip(w, done, strict=True)
+            ],
         )
-        / gpu_h
         for kind in by_kind
     }
-    cold = {p: mean([j.cold_start_s.get(p, 0.0) for j in done]) for p in COLD_PARTS}
-    unattributed_cold = mean([j.cold_start_s.get("unattributed", 0.0) for j in done])
+    cold = {
+        p: per_job(f"cold-start {p}", lambda j, p=p: j.cold_start_s.get(p, 0.0)) for p in COLD_PARTS
+    }
+    unattributed_cold = per_job(
+        "cold-start unattributed", lambda j: j.cold_start_s.get("unattributed", 0.0)
+    )
     if unattributed_cold > 0:
         cold["unattributed"] = unattributed_cold
-    recovered = [(x, f) for x, j in zip(w, done, strict=True) for f in j.failures if not f.censored]
-    rec_w = sum(x for x, _ in recovered)
+    recovered = [
+        (x, j.submitted_at, f)
+        for x, j in zip(w, done, strict=True)
+        for f in j.failures
+        if not f.censored
+    ]
     recovery: dict[str, float] = {}
     replay_per_failure = None
-    if rec_w > 0:
+    if recovered:
         for p in (*RECOVERY_PARTS, "unattributed"):
-            recovery[p] = sum(x * f.parts_s.get(p, 0.0) for x, f in recovered) / rec_w
-        replay_per_failure = sum(x * f.parts_s.get("replay", 0.0) for x, f in recovered) / rec_w
+            recovery[p] = est(
+                f"recovery {p}", [(t, f.parts_s.get(p, 0.0), 1.0, x) for x, t, f in recovered]
+            )
+        replay_per_failure = est(
+            "replay", [(t, f.parts_s.get("replay", 0.0), 1.0, x) for x, t, f in recovered]
+        )
     else:
         # No recovery seen: assume a restart repeats the cold start (Section II-A's bound).
         recovery = {p: cold.get(p, 0.0) for p in COLD_PARTS}
         if n_fail:
             warnings.append("no recovered failure: recovery cost assumed equal to the cold start")
-    saves_w = sum(x * j.saves for x, j in zip(w, done, strict=True))
-    csbt = sum(x * j.blocking_s for x, j in zip(w, done, strict=True)) / saves_w if saves_w else 0.0
+    csbt = est(
+        "CSBT",
+        [(j.submitted_at, j.blocking_s, float(j.saves), x) for x, j in zip(w, done, strict=True)],
+    )
     configured = [j.interval_s for j in done if j.interval_s]
     if configured:
         interval, source = statistics.median(configured), "config"
@@ -298,16 +338,30 @@ def fit_inputs(
     if interval is None:
         interval, source = max(effective, 1.0), None
         warnings.append("no checkpoint measured: interval taken as the whole job (one save)")
-    hours = [j.effective_s / HOUR_S for j in done]
-    stall_rate = sum(x * j.stalled_s for x, j in zip(w, done, strict=True)) / sum(
-        x * h for x, h in zip(w, hours, strict=True)
+    stall_rate = est(
+        "stalls",
+        [
+            (j.submitted_at, j.stalled_s, j.effective_s / HOUR_S, x)
+            for x, j in zip(w, done, strict=True)
+        ],
     )
     other_keys = {k for j in done for k in j.other_in_loop_s}
     other = {
-        k: sum(x * j.other_in_loop_s.get(k, 0.0) for x, j in zip(w, done, strict=True))
-        / sum(x * h for x, h in zip(w, hours, strict=True))
+        k: est(
+            f"in-loop {k}",
+            [
+                (j.submitted_at, j.other_in_loop_s.get(k, 0.0), j.effective_s / HOUR_S, x)
+                for x, j in zip(w, done, strict=True)
+            ],
+        )
         for k in sorted(other_keys)
     }
+    final_shutdown = per_job("final shutdown", lambda j: j.final_shutdown_s)
+    for name, lv in excluded:
+        warnings.append(
+            f"recent regression excluded: {name} rose {lv.excluded_rise:.2f}x over the last "
+            f"{lv.excluded_days:.0f} days; the prediction assumes it recovers to the level before"
+        )
     warnings.extend(drift_warnings(done, end=end, window_days=window_days))
     if len(done) < MIN_JOBS:
         warnings.append(f"the fit rests on {len(done)} job(s) (fewer than {MIN_JOBS})")
@@ -325,7 +379,7 @@ def fit_inputs(
         recovery_s={k: v for k, v in recovery.items() if k != "replay"},
         csbt_s=csbt,
         interval_s=interval,
-        final_shutdown_s=mean([j.final_shutdown_s for j in done]),
+        final_shutdown_s=final_shutdown,
         stall_s_per_h=stall_rate,
         other_in_loop_s_per_h=other,
         jobs_per_day=len(done) / window_days if window_days > 0 else 0.0,
@@ -339,12 +393,13 @@ def fit_inputs(
         failures_by_kind=by_kind,
         saves=n_saves,
         effective_jobs=eff_n,
-        half_life_days=half_life_days,
+        half_life_days=half_life_days if estimator == "recency" else None,
         measured_ett_pct=measured * 100.0,
         measured_replay_per_failure_s=replay_per_failure,
         measured_interval_s=interval if source == "measured" else _median_gap_interval(done),
         interval_source=source,
         warnings=warnings,
+        estimator=estimator,
     )
 
 
@@ -404,3 +459,118 @@ def measured_ett_pct(jobs: Sequence[JobObservation]) -> float | None:
 def is_finite(value: float | None) -> bool:
     """True for a finite float (not None, NaN or infinite)."""
     return value is not None and math.isfinite(value)
+
+
+# --- Level estimation: the current level of a quantity, robust to a recent excursion ---------
+
+# A change in level must stand out of the noise by this many standard errors (a two-sided test
+# at about the 0.3% level for one position; binary segmentation tests each position once).
+SEGMENT_T = 3.0
+# The fewest points (jobs or failures) a segment may hold: fewer make a single outlier a level.
+SEGMENT_MIN = 3
+ESTIMATORS = ("level", "recency", "mean")
+
+
+@dataclass(frozen=True)
+class Level:
+    """A quantity's fitted level: num / den over the points it rests on."""
+
+    value: float
+    excluded_rise: float | None = None
+    excluded_days: float = 0.0
+
+
+def _split(xs: Sequence[float], a: int, b: int) -> int | None:
+    # The position that best splits xs[a:b] into two levels, if significant (pooled t); one
+    # pass with running sums of x and x^2.
+    n = b - a
+    if n < 2 * SEGMENT_MIN:
+        return None
+    seg = xs[a:b]
+    total, total_sq = sum(seg), sum(x * x for x in seg)
+    best, best_k = 0.0, None
+    left = left_sq = 0.0
+    for k in range(1, n):
+        left += seg[k - 1]
+        left_sq += seg[k - 1] ** 2
+        if k < SEGMENT_MIN or n - k < SEGMENT_MIN:
+            continue
+        m1, m2 = left / k, (total - left) / (n - k)
+        ss = max(0.0, left_sq - k * m1 * m1 + (total_sq - left_sq) - (n - k) * m2 * m2)
+        s = math.sqrt(ss / (n - 2))
+        if s <= 1e-12 * max(1.0, abs(m1), abs(m2)):
+            t = math.inf if abs(m1 - m2) > 1e-12 else 0.0
+        else:
+            t = abs(m1 - m2) / (s * math.sqrt(1.0 / k + 1.0 / (n - k)))
+        if t > best:
+            best, best_k = t, a + k
+    return best_k if best >= SEGMENT_T else None
+
+
+def _ranks(xs: Sequence[float]) -> list[float]:
+    # Ranks (ties averaged): the split test on ranks is not moved by a lone outlier.
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return out
+
+
+def segments(xs: Sequence[float]) -> list[tuple[int, int]]:
+    """Binary segmentation of a series into constant-level runs: (start, end) index pairs.
+
+    Each split is the position with the largest pooled two-sample t statistic on the ranks of
+    the values, kept when it reaches SEGMENT_T, both sides holding at least SEGMENT_MIN points.
+    """
+    xs = _ranks(xs)
+    out: list[tuple[int, int]] = []
+    stack = [(0, len(xs))]
+    while stack:
+        a, b = stack.pop()
+        k = _split(xs, a, b)
+        if k is None:
+            out.append((a, b))
+        else:
+            stack.extend([(k, b), (a, k)])
+    return sorted(out)
+
+
+def level(points: Sequence[tuple[float, float, float]], *, end: float, window_days: float) -> Level:
+    """The current level of a cost from (time, num, den) points sorted by time: sum(num) /
+    sum(den) over the last constant-level segment of num / den. When every segment that begins
+    inside the window's last quarter lies ABOVE the segment before them, they are taken as a
+    transient excursion (an incident): the level before it is used and the rise reported."""
+    pts = sorted((p for p in points if p[2] > 0), key=lambda p: p[0])
+    if not pts:
+        return Level(0.0)
+    xs = [n / d for _t, n, d in pts]
+    segs = segments(xs)
+
+    def ratio(seg: tuple[int, int]) -> float:
+        a, b = seg
+        return sum(p[1] for p in pts[a:b]) / sum(p[2] for p in pts[a:b])
+
+    last = ratio(segs[-1])
+    # The recent excursion: the segments that begin inside the window's last quarter.
+    recent_from = end - window_days * DRIFT_RECENT_SHARE * DAY_S
+    first = next(
+        i for i, (a, _b) in enumerate(segs) if i == len(segs) - 1 or pts[a][0] >= recent_from
+    )
+    if first >= 1 and pts[segs[first][0]][0] >= recent_from:
+        before = ratio(segs[first - 1])
+        a = segs[first][0]
+        rise = sum(p[1] for p in pts[a:]) / sum(p[2] for p in pts[a:])
+        # A material rise (the drift check's factor), every recent segment above the level.
+        if all(ratio(seg) > before for seg in segs[first:]) and rise >= DRIFT_RATIO * before:
+            return Level(
+                before,
+                excluded_rise=rise / before if before > 0 else math.inf,
+                excluded_days=(end - pts[a][0]) / DAY_S,
+            )
+    return Level(last)

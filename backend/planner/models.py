@@ -28,6 +28,10 @@ class FitOut(BaseModel):
     checkpoint_saves: int
     effective_jobs: float = Field(description="(sum of weights)^2 / sum of squared weights")
     half_life_days: float | None
+    estimator: str = Field(
+        description="level: each cost at its current level, a recent rise excluded; "
+        "recency: weighted 2^(-age / half_life_days)"
+    )
     warnings: list[str]
 
 
@@ -204,7 +208,9 @@ class WhatIfIn(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=256)
     start: datetime | None = None
     end: datetime | None = None
-    half_life_days: float | None = Field(14.0, gt=0, le=3650)
+    half_life_days: float | None = Field(
+        None, gt=0, le=3650, description="fit recency-weighted with this half-life (default: level)"
+    )
     change: ChangeIn
 
 

@@ -19,7 +19,7 @@ from backend.ett.models import JobInterval, JobResult
 from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
 from backend.owners.service import resolver
-from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS, Fit, JobObservation, fit_inputs, observe_job
+from backend.planner.fit import Fit, JobObservation, fit_inputs, observe_job
 from backend.planner.model import (
     DEFAULT_STAGING_FRACTION,
     Change,
@@ -116,7 +116,13 @@ def _fits(
 ) -> dict[str, Fit]:
     days = (end - start) / DAY_S
     return {
-        m: fit_inputs(jobs, end=end, window_days=days, half_life_days=half_life_days)
+        m: fit_inputs(
+            jobs,
+            end=end,
+            window_days=days,
+            half_life_days=half_life_days,
+            estimator="level" if half_life_days is None else "recency",
+        )
         for m, jobs in sorted(observations.items())
     }
 
@@ -191,6 +197,7 @@ def fit_dict(fit: Fit, start: float, end: float) -> dict[str, Any]:
         "checkpoint_saves": fit.saves,
         "effective_jobs": fit.effective_jobs,
         "half_life_days": fit.half_life_days,
+        "estimator": fit.estimator,
         "warnings": list(fit.warnings),
     }
 
@@ -252,7 +259,7 @@ def model_plan(
     model: str,
     start: float | None = None,
     end: float | None = None,
-    half_life_days: float | None = DEFAULT_HALF_LIFE_DAYS,
+    half_life_days: float | None = None,
     staging_fraction: float = DEFAULT_STAGING_FRACTION,
 ) -> dict[str, Any]:
     """One model's fit, prediction and standard what-ifs (LookupError for an unknown model)."""
@@ -284,7 +291,7 @@ def fleet_plan(
     settings: Settings | None,
     start: float | None = None,
     end: float | None = None,
-    half_life_days: float | None = DEFAULT_HALF_LIFE_DAYS,
+    half_life_days: float | None = None,
     top: int = 20,
     staging_fraction: float = DEFAULT_STAGING_FRACTION,
 ) -> dict[str, Any]:
@@ -341,7 +348,7 @@ def custom_what_if(
     change: dict[str, Any],
     start: float | None = None,
     end: float | None = None,
-    half_life_days: float | None = DEFAULT_HALF_LIFE_DAYS,
+    half_life_days: float | None = None,
 ) -> dict[str, Any]:
     """A custom change on one model (or, without a model, on every model of the fleet).
 

@@ -19,7 +19,12 @@ router = APIRouter(prefix="/plan", tags=["planner"])
 _START = Query(None, description="fit on jobs submitted from (default end - 30 d)")
 _END = Query(None, description="fit on jobs submitted before (default now)")
 _HALF_LIFE = Query(
-    DEFAULT_HALF_LIFE_DAYS, gt=0, le=3650, description="recency weight half-life of the fit, days"
+    None,
+    gt=0,
+    le=3650,
+    description="fit recency-weighted with this half-life, days (the former default: "
+    f"{DEFAULT_HALF_LIFE_DAYS:g}); without it each cost is fitted at its current level, "
+    "a recent regression excluded (docs/PLANNER.md)",
 )
 
 
@@ -35,7 +40,7 @@ def model_plan(
     settings: SettingsDep,
     start: datetime | None = _START,
     end: datetime | None = _END,
-    half_life_days: float = _HALF_LIFE,
+    half_life_days: float | None = _HALF_LIFE,
 ) -> Any:
     """Fit, prediction (ETT%, lost GPU-hours a day by component) and what-ifs of one model."""
     lo, hi = time_range(start, end, default_days=service.DEFAULT_PLAN_DAYS)
@@ -61,7 +66,7 @@ def fleet_plan(
     settings: SettingsDep,
     start: datetime | None = _START,
     end: datetime | None = _END,
-    half_life_days: float = _HALF_LIFE,
+    half_life_days: float | None = _HALF_LIFE,
     top: int = Query(20, ge=1, le=200, description="how many opportunities"),
 ) -> Any:
     """Every model's prediction and the what-ifs summed over the fleet, most GPU-hours first."""

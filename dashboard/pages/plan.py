@@ -44,6 +44,13 @@ SLIDER_LEVERS = (
 )
 
 
+def _how(half_life_days: float | None) -> str:
+    """How the fit weighs the window's jobs, in words."""
+    if half_life_days is None:
+        return "each cost at its current level, a recent regression excluded"
+    return f"recency-weighted, half-life {half_life_days:g} days"
+
+
 def _fmt_s(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -214,8 +221,8 @@ def fleet_view(filters: Filters) -> list[Any]:
                 page_size=25,
                 filterable=True,
             ),
-            note=f"Fitted on jobs submitted in the range, the most recent weighing most "
-            f"(half-life {plan['half_life_days']:g} days). {warned} model(s) carry a warning.",
+            note=f"Fitted on jobs submitted in the range ({_how(plan['half_life_days'])}). "
+            f"{warned} model(s) carry a warning.",
         ),
     ]
 
@@ -379,7 +386,7 @@ def model_view(model: str, filters: Filters) -> list[Any]:
                     "What the prediction rests on",
                     _inputs_table(inputs, fit),
                     note=f"Fitted on jobs submitted {_day(fit['start'])} to {_day(fit['end'])}, "
-                    f"recency half-life {fit['half_life_days']:g} days.",
+                    f"{_how(fit['half_life_days'])}.",
                 ),
             ],
             className="ett-two-col",

@@ -11,7 +11,7 @@ import pytest
 from backend.demo import fleet, loader
 from backend.fleet.days import DAY_S
 from backend.planner.backtest import demo_observations
-from backend.planner.fit import fit_inputs
+from backend.planner.fit import fit_inputs, measured_ett_pct
 from backend.planner.model import predict
 
 NOW = time.time()
@@ -67,7 +67,10 @@ def test_model_plan_fits_the_stored_jobs_like_the_pure_path(seeded, client):
     assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s)
     pred = body["prediction"]
     assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
-    assert abs(pred["ett_pct"] - pred["measured_ett_pct"]) < 4.0
+    # The fit follows the current level (the model's shutdown and cold start dropped inside
+    # the window): the prediction is near what the window's last quarter measured.
+    recent = [j for j in jobs if j.submitted_at >= END - (END - START) / 4]
+    assert abs(pred["ett_pct"] - measured_ett_pct(recent)) < 2.0
     assert sum(pred["lost_gpu_h_per_day_by_component"].values()) == pytest.approx(
         pred["lost_gpu_h_per_day"]
     )
@@ -168,3 +171,20 @@ def test_unknown_model_and_bad_range(client):
     assert bad.status_code == 422 and "start must be before end" in bad.text
     assert client.get("/api/v1/plan/fleet", params={"half_life_days": 0}).status_code == 422
     assert not math.isnan(client.get("/api/v1/plan/fleet").json()["lost_gpu_h_per_day"])
+
+
+def test_half_life_switches_the_fit_to_the_recency_mean(seeded, client):
+    model = _fleet_model()
+    level = client.get(f"/api/v1/plan/models/{model}", params=RANGE).json()
+    recency = client.get(
+        f"/api/v1/plan/models/{model}", params={**RANGE, "half_life_days": 14}
+    ).json()
+    assert level["fit"]["estimator"] == "level" and level["fit"]["half_life_days"] is None
+    assert recency["fit"]["estimator"] == "recency" and recency["fit"]["half_life_days"] == 14
+    jobs = [j for j in demo_observations(SPEC) if j.model == model]
+    pure = fit_inputs(
+        jobs, end=END, window_days=(END - START) / DAY_S, half_life_days=14, estimator="recency"
+    )
+    assert pure.inputs is not None
+    assert recency["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    assert recency["prediction"]["ett_pct"] != pytest.approx(level["prediction"]["ett_pct"])
