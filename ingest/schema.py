@@ -72,6 +72,7 @@ def _check_phase(value: Any) -> Any:
 Time = Annotated[float, BeforeValidator(parse_time)]
 EventId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 JobId = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
+SpanId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 AttemptNo = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Gpus = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
@@ -132,12 +133,14 @@ class Phase(_AttemptEvent):
     phase: PhaseName
     start: Time
     end: Time
+    span_id: NotRequired[SpanId]
 
 
 class PhaseStarted(_AttemptEvent):
     type: Literal["phase_started"]
     phase: PhaseName
     start: Time
+    span_id: NotRequired[SpanId]
 
 
 class Progress(_AttemptEvent):
