@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         ETT_TOKEN=args.token or "",
         ETT_JOB_ID=args.job_id,
         ETT_SPOOL_DIR=str(args.workdir / "spool"),
+        ETT_JOB_OWNER="scheduler",  # this launcher reports job_submitted and job_ended
         PYTHONUNBUFFERED="1",
     )
     command = [
