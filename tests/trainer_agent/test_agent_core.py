@@ -423,3 +423,21 @@ def test_process_start_time_is_close_to_the_interpreter_start() -> None:
     )
     assert -3.0 < float(out.stdout) <= 0.02  # before the first statement, never after it
     assert process_start_time() is not None
+
+
+def test_resend_cli_drains_a_jobs_spool(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    from trainer_agent.__main__ import main
+
+    down = FakeIngest()
+    url = down.url
+    down.close()
+    agent = Agent(
+        "j-resend", 0, url, "secret", spool_dir=tmp_path, install_handlers=False, heartbeat_s=0
+    )
+    agent.failure("infra", "nccl timeout")
+    assert agent.close(timeout=1) is False
+    assert Spool(job_spool_dir(tmp_path, "j-resend")).pending_files()
+    common = ["--endpoint", fake_ingest.url, "--token", "secret", "--spool-dir", str(tmp_path)]
+    assert main([*common, "resend", "--job-id", "j-resend"]) == 0
+    assert [e["kind"] for e in fake_ingest.of_type("failure")] == ["infra"]
+    assert not Spool(job_spool_dir(tmp_path, "j-resend")).pending_files()

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     command = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "trainer_agent.elastic",  # torchrun, with attempts numbered at each group restart
         "--standalone",
         "--nproc-per-node",
         str(args.nproc),
