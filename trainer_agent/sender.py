@@ -33,6 +33,8 @@ DEAD_LETTER_NAME = "dead-letter.jsonl"
 # Give up on a whole batch only after isolating the single event the API refuses.
 _SPLIT_STATUSES = frozenset({400, 413, 415, 422})
 _AUTH_STATUSES = frozenset({401, 403})
+# A gateway or an API that says it is unavailable: the whole service, never one event's fault.
+_OUTAGE_STATUSES = frozenset({502, 503, 504})
 
 
 @dataclass
@@ -68,10 +70,13 @@ class SenderStats:
 class _Retry(Exception):
     """The API cannot take `pending` now (the events of the batch that are still undelivered)."""
 
-    def __init__(self, delay: float, why: str, pending: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, delay: float, why: str, pending: list[dict[str, Any]], progress: bool = False
+    ) -> None:
         super().__init__(why)
         self.delay = delay
         self.pending = pending
+        self.progress = progress  # part of the batch was delivered: the API works
 
 
 class Sender:
@@ -107,6 +112,9 @@ class Sender:
         self.on_tick = on_tick
         self.tick_interval_s = tick_interval_s
         self.dead_letter_after = max(1, int(dead_letter_after))
+        # Refusals, with nothing accepted yet, before a round gives up: finds a clean part among
+        # up to about half as many poison events in one batch; costs as many requests in an outage.
+        self.probe_budget = 16
         self.dead_letter_path = self.spool.directory / DEAD_LETTER_NAME
         self._strikes: dict[str, int] = {}
         self.stats = SenderStats()
@@ -389,6 +397,8 @@ class Sender:
             self.spool.delete(claim.paths)
 
     def _schedule_retry(self, retry: _Retry) -> None:
+        if retry.progress:
+            self._failures = 0  # the API took the rest: retry the refused events soon
         self._failures += 1
         self.stats.retries += 1
         if retry.delay > 0:
@@ -418,7 +428,7 @@ class Sender:
             self._send_halves(events, deadline)
             return
         answer = self._post(body, events, deadline)
-        if answer.status >= 500:
+        if answer.status >= 500 and answer.status not in _OUTAGE_STATUSES:
             self._isolate(events, answer, deadline)
             return
         self._handle(answer, events, deadline)
@@ -436,10 +446,11 @@ class Sender:
     ) -> None:
         """The API answered 5xx to `events`: find the events it refuses alone, if it takes others.
 
-        Halves are tried breadth first. While nothing was accepted, three 5xx in a row (the batch
-        and both its halves) mean the API itself is failing: everything is retried later. Once some
-        part is accepted, a single event refused with 5xx gets a strike; at `dead_letter_after`
-        strikes it goes to the dead-letter file with the answer. Raises _Retry with the rest.
+        Halves are tried breadth first. While nothing was accepted, `probe_budget` refusals (the
+        API itself is failing, or poison is everywhere) end the round: everything is retried
+        later. Once some part is accepted, a single event refused with 5xx gets a strike; at
+        `dead_letter_after` strikes it goes to the dead-letter file with the answer. Raises _Retry
+        with the rest.
         """
         parts: deque[list[dict[str, Any]]] = deque([events])
         first: Response | None = answer
@@ -462,7 +473,11 @@ class Sender:
                     pending.extend(part)
                     retry = err
                     break
-            if reply.status < 500:
+            if reply.status < 500 or reply.status in _OUTAGE_STATUSES:
+                if reply.status >= 500:
+                    pending.extend(part)
+                    retry = _Retry(reply.retry_after_s or 0.0, f"HTTP {reply.status}", [])
+                    break
                 try:
                     self._handle(reply, part, deadline)
                 except _Retry as err:
@@ -476,7 +491,7 @@ class Sender:
                 continue
             if not accepted_some:
                 refused_unproven += 1
-                if refused_unproven >= 3:
+                if refused_unproven >= self.probe_budget:
                     pending.extend(part)
                     break
             half = len(part) // 2
@@ -491,7 +506,8 @@ class Sender:
         if pending:
             status = singles[-1][1].status if singles else answer.status
             why = str(retry) if retry is not None else f"HTTP {status}"
-            raise _Retry(retry.delay if retry is not None else 0.0, why, pending)
+            delay = retry.delay if retry is not None else 0.0
+            raise _Retry(delay, why, pending, progress=accepted_some)
 
     def _strike(self, event: dict[str, Any]) -> bool:
         """Count one isolated 5xx for this event; True once it has had enough to be given up."""

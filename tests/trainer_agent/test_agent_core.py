@@ -441,3 +441,60 @@ def test_resend_cli_drains_a_jobs_spool(fake_ingest: FakeIngest, tmp_path: Path)
     assert main([*common, "resend", "--job-id", "j-resend"]) == 0
     assert [e["kind"] for e in fake_ingest.of_type("failure")] == ["infra"]
     assert not Spool(job_spool_dir(tmp_path, "j-resend")).pending_files()
+
+
+class PoisonTransport:
+    """500 for any batch that holds a poison id (as one bad row fails a transaction), else 200."""
+
+    def __init__(self, poison: set[str], outage: bool = False) -> None:
+        self.poison = poison
+        self.outage = outage
+        self.requests = 0
+        self.accepted: list[str] = []
+
+    def send(self, body: bytes, timeout: float) -> Response:
+        self.requests += 1
+        ids = [e["event_id"] for e in json.loads(body)["events"]]
+        if self.outage or self.poison & set(ids):
+            return Response(500, {"detail": "Internal Server Error"})
+        self.accepted.extend(ids)
+        return Response(200, {"accepted": len(ids), "duplicates": 0, "rejected": []})
+
+
+def test_several_poison_events_in_one_batch_are_isolated_and_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    events = [{"event_id": f"e{i}", "type": "heartbeat"} for i in range(200)]
+    poison = {"e3", "e77", "e120", "e121", "e199"}
+    transport = PoisonTransport(poison)
+    sender = Sender(transport, Spool(tmp_path), dead_letter_after=3)
+    pending = events
+    for _ in range(3):  # three rounds: each isolates the poison again, one strike each
+        try:
+            sender._send(pending, None)
+            pending = []
+        except Exception as retry:  # noqa: BLE001 - _Retry, private
+            pending = retry.pending  # type: ignore[attr-defined]
+            assert retry.progress  # type: ignore[attr-defined]
+            # Mixed with fresh events, as the spool does it.
+            pending = pending + [{"event_id": f"n{len(transport.accepted)}", "type": "heartbeat"}]
+    assert not pending
+    assert sorted(transport.accepted) == sorted(
+        {e["event_id"] for e in events} - poison | {e for e in transport.accepted if e[0] == "n"}
+    )
+    lines = (tmp_path / "dead-letter.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["event"]["event_id"] for line in lines) == sorted(poison)
+    assert sender.stats.dead_lettered == 5 and not sender.all_reached_api()
+
+
+def test_an_outage_is_not_mistaken_for_poison(tmp_path: Path) -> None:
+    transport = PoisonTransport(set(), outage=True)
+    sender = Sender(transport, Spool(tmp_path))
+    events = [{"event_id": f"e{i}", "type": "heartbeat"} for i in range(1000)]
+    for _ in range(5):
+        try:
+            sender._send(events, None)
+        except Exception as retry:  # noqa: BLE001
+            assert len(retry.pending) == 1000 and not retry.progress  # type: ignore[attr-defined]
+    assert sender.stats.dead_lettered == 0
+    assert transport.requests <= 5 * sender.probe_budget  # bounded probing per round
