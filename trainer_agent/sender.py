@@ -30,6 +30,7 @@ log = logging.getLogger("trainer_agent")
 
 THREAD_NAME = "ett-agent-sender"
 DEAD_LETTER_NAME = "dead-letter.jsonl"
+STRIKES_NAME = "strikes.state"  # not *.json: that is a batch file
 # Give up on a whole batch only after isolating the single event the API refuses.
 _SPLIT_STATUSES = frozenset({400, 413, 415, 422})
 _AUTH_STATUSES = frozenset({401, 403})
@@ -116,6 +117,9 @@ class Sender:
         # up to about half as many poison events in one batch; costs as many requests in an outage.
         self.probe_budget = 16
         self.dead_letter_path = self.spool.directory / DEAD_LETTER_NAME
+        # Isolated 5xx per event id, kept beside the spool so the next process (another rank,
+        # the next attempt, `resend`) goes on counting.
+        self.strikes_path = self.spool.directory / STRIKES_NAME
         self._strikes: dict[str, int] = {}
         self.stats = SenderStats()
         self._owner_pid = os.getpid()  # heartbeats belong to this process, not to forked children
@@ -498,16 +502,46 @@ class Sender:
             parts.extend((part[:half], part[half:]))
         for rest in parts:
             pending.extend(rest)
+        if singles:
+            self._load_strikes()
         for event, reply in singles:
-            if accepted_some and self._strike(event):
+            # Evidence that this event, not the API, is the problem: the API took others in this
+            # round, or it was already refused alone in an earlier round while others went in.
+            known = self._strikes.get(str(event.get("event_id")), 0) > 0
+            if (accepted_some or known) and self._strike(event):
                 self._dead_letter(event, reply)
             else:
                 pending.append(event)
+        if singles:
+            self._save_strikes()
         if pending:
             status = singles[-1][1].status if singles else answer.status
             why = str(retry) if retry is not None else f"HTTP {status}"
             delay = retry.delay if retry is not None else 0.0
             raise _Retry(delay, why, pending, progress=accepted_some)
+
+    def _load_strikes(self) -> None:
+        try:
+            with open(self.strikes_path, "rb") as fh:
+                stored = json.loads(fh.read())
+        except (OSError, ValueError):
+            return
+        if isinstance(stored, dict):
+            for key, count in stored.items():
+                if isinstance(count, int) and count > self._strikes.get(key, 0):
+                    self._strikes[key] = count
+
+    def _save_strikes(self) -> None:
+        tmp = self.strikes_path.with_name(f"{STRIKES_NAME}.{os.getpid()}.tmp")
+        try:
+            if not self._strikes:
+                self.strikes_path.unlink(missing_ok=True)
+                return
+            self.spool.directory.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(json.dumps(self._strikes).encode("utf-8"))
+            os.replace(tmp, self.strikes_path)
+        except OSError as err:
+            log.warning("trainer_agent: cannot keep strikes in %s: %s", self.strikes_path, err)
 
     def _strike(self, event: dict[str, Any]) -> bool:
         """Count one isolated 5xx for this event; True once it has had enough to be given up."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -498,3 +499,29 @@ def test_an_outage_is_not_mistaken_for_poison(tmp_path: Path) -> None:
             assert len(retry.pending) == 1000 and not retry.progress  # type: ignore[attr-defined]
     assert sender.stats.dead_lettered == 0
     assert transport.requests <= 5 * sender.probe_budget  # bounded probing per round
+
+
+def test_strikes_outlive_the_process_so_a_lone_poison_event_is_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    poison = {"e1"}
+    first = Sender(PoisonTransport(poison), Spool(tmp_path), dead_letter_after=3)
+    try:
+        first._send(
+            [{"event_id": "e0", "type": "heartbeat"}, {"event_id": "e1", "type": "x"}], None
+        )
+    except Exception as retry:  # noqa: BLE001
+        assert [e["event_id"] for e in retry.pending] == ["e1"]  # type: ignore[attr-defined]
+    assert not Spool(tmp_path).pending_files()  # the strikes file is not a batch
+    # A later process (resend, the next attempt) sends it alone: the strike it had counts.
+    second = Sender(PoisonTransport(poison), Spool(tmp_path), dead_letter_after=3)
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            second._send([{"event_id": "e1", "type": "x"}], None)
+    assert second.stats.dead_lettered == 1
+    # A lone event with no strike is never dead-lettered: the API may be down.
+    third = Sender(PoisonTransport({"e9"}), Spool(tmp_path / "other"), dead_letter_after=3)
+    for _ in range(5):
+        with contextlib.suppress(Exception):
+            third._send([{"event_id": "e9", "type": "x"}], None)
+    assert third.stats.dead_lettered == 0
