@@ -16,7 +16,7 @@ import pytest
 
 from tests.trainer_agent.conftest import FakeClock
 from tests.trainer_agent.fake_ingest import FakeIngest
-from trainer_agent import Agent, detect_attempt, detect_rank
+from trainer_agent import Agent, detect_attempt, detect_job_owner, detect_rank
 from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, job_spool_dir
 from trainer_agent.transport import Response
@@ -324,6 +324,12 @@ def test_attempt_and_rank_detection() -> None:
     assert detect_attempt({"TORCHELASTIC_RESTART_COUNT": "2"}) == 2
     assert detect_attempt({"SLURM_RESTART_COUNT": "3"}) == 3
     assert detect_attempt({}) == 0
+    # trainer_agent.elastic exports ETT_ATTEMPT; it wins over the local restart count.
+    assert detect_attempt({"ETT_ATTEMPT": "3", "TORCHELASTIC_RESTART_COUNT": "1"}) == 3
+    assert detect_job_owner({}) == "trainer"
+    assert detect_job_owner({"ETT_JOB_OWNER": "scheduler"}) == "scheduler"
+    assert detect_job_owner({"ETT_JOB_OWNER": " Trainer "}) == "trainer"
+    assert detect_job_owner({"ETT_JOB_OWNER": "slurm"}) == "trainer"  # unknown: warned, default
     assert detect_rank({"RANK": "5"}) == 5 and detect_rank({"SLURM_PROCID": "1"}) == 1
 
 

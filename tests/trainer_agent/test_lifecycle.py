@@ -90,6 +90,11 @@ def test_readme_snippet_run_verbatim_gives_an_ended_job(live: LiveServer, tmp_pa
     types = sorted(e["type"] for e in stored)
     assert types.count("job_submitted") == 1 and types.count("job_ended") == 1
     assert types.count("attempt_ended") == 1
+    # Interpreter start and imports count as trainer init, up to the agent's start.
+    (started_ev,) = [e for e in stored if e["type"] == "attempt_started"]
+    (boot,) = [e for e in stored if e.get("phase") == "trainer_init.process_start"]
+    assert boot["start"] == started_ev["ts"] and started - 1 < boot["start"] <= boot["end"]
+    assert boot.get("span_id")
     # ETT% is final: it does not move after the process is gone.
     time.sleep(2.5)
     again = wait_for_answer(live, job, lambda a: not a["provisional"])
