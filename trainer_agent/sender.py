@@ -113,9 +113,9 @@ class Sender:
         self.on_tick = on_tick
         self.tick_interval_s = tick_interval_s
         self.dead_letter_after = max(1, int(dead_letter_after))
-        # Refusals, with nothing accepted yet, before a round gives up: finds a clean part among
-        # up to about half as many poison events in one batch; costs as many requests in an outage.
-        self.probe_budget = 16
+        # Single-event probes, newest first, for the proof that the API takes events at all; in a
+        # real outage a round costs this many extra (small) requests.
+        self.probe_budget = 8
         self.dead_letter_path = self.spool.directory / DEAD_LETTER_NAME
         # Isolated 5xx per event id, kept beside the spool so the next process (another rank,
         # the next attempt, `resend`) goes on counting.
@@ -450,58 +450,53 @@ class Sender:
     ) -> None:
         """The API answered 5xx to `events`: find the events it refuses alone, if it takes others.
 
-        Halves are tried breadth first. While nothing was accepted, `probe_budget` refusals (the
-        API itself is failing, or poison is everywhere) end the round: everything is retried
-        later. Once some part is accepted, a single event refused with 5xx gets a strike; at
-        `dead_letter_after` strikes it goes to the dead-letter file with the answer. Raises _Retry
-        with the rest.
+        First the proof that the API takes anything: up to `probe_budget` events, newest first
+        (refused ones wait at the front of the spool), are sent one at a time. None taken: the API
+        itself is failing, and everything is retried later. Once one is taken, the rest is halved
+        breadth first; a single event refused with 5xx gets a strike and, at `dead_letter_after`
+        strikes, goes to the dead-letter file with the answer. Raises _Retry with the rest.
         """
-        parts: deque[list[dict[str, Any]]] = deque([events])
-        first: Response | None = answer
         accepted_some = False
-        refused_unproven = 0
         singles: list[tuple[dict[str, Any], Response]] = []
         pending: list[dict[str, Any]] = []
         retry: _Retry | None = None
-        while parts:
-            part = parts.popleft()
-            if first is not None:
-                reply, first = first, None
-            elif deadline is not None and self.clock() >= deadline:
-                pending.extend(part)
+        rest = list(events)
+        parts: deque[list[dict[str, Any]]] = deque()
+        if len(rest) == 1:
+            singles.append((rest.pop(), answer))
+        probes = 0
+        while rest and not accepted_some and probes < self.probe_budget:
+            probes += 1
+            event = rest.pop()
+            outcome = self._try_part([event], deadline)
+            if isinstance(outcome, _Retry):
+                pending.append(event)
+                retry = outcome
                 break
+            if outcome.status >= 500:
+                singles.append((event, outcome))
             else:
-                try:
-                    reply = self._post(self._body(part), part, deadline)
-                except _Retry as err:
-                    pending.extend(part)
-                    retry = err
-                    break
-            if reply.status < 500 or reply.status in _OUTAGE_STATUSES:
-                if reply.status >= 500:
-                    pending.extend(part)
-                    retry = _Retry(reply.retry_after_s or 0.0, f"HTTP {reply.status}", [])
-                    break
-                try:
-                    self._handle(reply, part, deadline)
-                except _Retry as err:
-                    pending.extend(err.pending)
-                    retry = err
-                    break
-                accepted_some = accepted_some or 200 <= reply.status < 300
+                accepted_some = accepted_some or 200 <= outcome.status < 300
+        if retry is None and accepted_some and rest:
+            parts.append(rest)
+        else:
+            pending.extend(rest)
+        while parts and retry is None:
+            part = parts.popleft()
+            outcome = self._try_part(part, deadline)
+            if isinstance(outcome, _Retry):
+                pending.extend(outcome.pending)
+                retry = outcome
+                break
+            if outcome.status < 500:
                 continue
             if len(part) == 1:
-                singles.append((part[0], reply))
+                singles.append((part[0], outcome))
                 continue
-            if not accepted_some:
-                refused_unproven += 1
-                if refused_unproven >= self.probe_budget:
-                    pending.extend(part)
-                    break
             half = len(part) // 2
             parts.extend((part[:half], part[half:]))
-        for rest in parts:
-            pending.extend(rest)
+        for part in parts:
+            pending.extend(part)
         if singles:
             self._load_strikes()
         for event, reply in singles:
@@ -519,6 +514,24 @@ class Sender:
             why = str(retry) if retry is not None else f"HTTP {status}"
             delay = retry.delay if retry is not None else 0.0
             raise _Retry(delay, why, pending, progress=accepted_some)
+
+    def _try_part(self, part: list[dict[str, Any]], deadline: float | None) -> Response | _Retry:
+        """Post one part of an isolation: its answer (2xx/4xx handled, 5xx for the caller) or why
+        it must wait (network error, 502-504, 429, deadline), with the part pending."""
+        if deadline is not None and self.clock() >= deadline:
+            return _Retry(0.0, "close() deadline", part)
+        try:
+            reply = self._post(self._body(part), part, deadline)
+        except _Retry as err:
+            return err
+        if reply.status in _OUTAGE_STATUSES:
+            return _Retry(reply.retry_after_s or 0.0, f"HTTP {reply.status}", part)
+        if reply.status < 500:
+            try:
+                self._handle(reply, part, deadline)
+            except _Retry as err:
+                return err
+        return reply
 
     def _load_strikes(self) -> None:
         try:

@@ -504,7 +504,7 @@ def test_an_outage_is_not_mistaken_for_poison(tmp_path: Path) -> None:
         except Exception as retry:  # noqa: BLE001
             assert len(retry.pending) == 1000 and not retry.progress  # type: ignore[attr-defined]
     assert sender.stats.dead_lettered == 0
-    assert transport.requests <= 5 * sender.probe_budget  # bounded probing per round
+    assert transport.requests <= 5 * (1 + sender.probe_budget)  # bounded probing per round
 
 
 def test_strikes_outlive_the_process_so_a_lone_poison_event_is_dead_lettered(
