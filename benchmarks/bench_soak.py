@@ -22,6 +22,7 @@ and only poison or NUL events dead-lettered.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -98,10 +99,8 @@ class TcpProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 s.close()
 
     def cut(self, seconds: float) -> int:
@@ -111,10 +110,8 @@ class TcpProxy:
             pairs, self.pairs = self.pairs, []
         for pair in pairs:
             for s in pair:
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
         return len(pairs)
 
     def close(self) -> None:
@@ -258,7 +255,9 @@ def worker(args: argparse.Namespace) -> int:
             else ("nul" if "\x00" in str(event.get("message", "")) else "")
         )
         with lock:
-            tap.write(json.dumps({"event_id": event["event_id"], "type": event["type"], "mark": mark}))
+            tap.write(
+                json.dumps({"event_id": event["event_id"], "type": event["type"], "mark": mark})
+            )
             tap.write("\n")
         original_submit(self, event)
 
@@ -310,8 +309,15 @@ def worker(args: argparse.Namespace) -> int:
 # ---- the run ------------------------------------------------------------------------------------
 
 
-def chaos(server: Server, db_proxy: TcpProxy, admin_url: str, db_name: str, stop: threading.Event,
-          every_s: float, log: list[dict[str, Any]]) -> None:
+def chaos(
+    server: Server,
+    db_proxy: TcpProxy,
+    admin_url: str,
+    db_name: str,
+    stop: threading.Event,
+    every_s: float,
+    log: list[dict[str, Any]],
+) -> None:
     """In turn: kill and restart the server, terminate its DB connections, cut the DB proxy."""
     from sqlalchemy import create_engine, text
 
@@ -348,8 +354,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The whole soak; returns the figures."""
     import tempfile
 
-    from sqlalchemy import create_engine, text
-
     from benchmarks._pg import PG_ADMIN_URL, scratch_postgres
 
     work = Path(tempfile.mkdtemp(prefix="ett-soak-"))
@@ -365,16 +369,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         endpoint = f"http://127.0.0.1:{front.server_address[1]}"
         jobs = [f"soak-{i // 2}" for i in range(args.procs)]
         procs = []
+        logs = []
         for i, job in enumerate(jobs):
             out = work / f"tap-{i}.jsonl"
             cmd = [
-                sys.executable, __file__, "--worker", "--job", job, "--rank", str(i % 2),
-                "--duration", str(args.duration), "--out", str(out), "--endpoint", endpoint,
-                "--token", server.token, "--spool", str(work / "spool"), "--seed", str(i),
+                sys.executable,
+                __file__,
+                "--worker",
+                "--job",
+                job,
+                "--rank",
+                str(i % 2),
+                "--duration",
+                str(args.duration),
+                "--out",
+                str(out),
+                "--endpoint",
+                endpoint,
+                "--token",
+                server.token,
+                "--spool",
+                str(work / "spool"),
+                "--seed",
+                str(i),
             ]
-            procs.append(
-                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(work / f"w{i}.log", "wb"))
-            )
+            logs.append((work / f"w{i}.log").open("wb"))
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logs[-1]))
         stop = threading.Event()
         chaos_log: list[dict[str, Any]] = []
         chaos_thread = threading.Thread(
@@ -394,10 +414,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         resend_rc = []
         for job in sorted(set(jobs)):
             rc = subprocess.run(
-                [sys.executable, "-m", "trainer_agent", "--endpoint", endpoint, "--token",
-                 server.token, "--spool-dir", str(work / "spool"), "--timeout", "30",
-                 "resend", "--job-id", job],
-                capture_output=True, timeout=120,
+                [
+                    sys.executable,
+                    "-m",
+                    "trainer_agent",
+                    "--endpoint",
+                    endpoint,
+                    "--token",
+                    server.token,
+                    "--spool-dir",
+                    str(work / "spool"),
+                    "--timeout",
+                    "30",
+                    "resend",
+                    "--job-id",
+                    job,
+                ],
+                capture_output=True,
+                timeout=120,
             ).returncode
             resend_rc.append(rc)
         figures = account(work, url, jobs)
@@ -412,9 +446,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         front.shutdown()
         server.close()
         db_proxy.close()
-        engine = create_engine(url)
-        engine.dispose()
-        _ = text
+        for handle in logs:
+            handle.close()
     return figures
 
 
@@ -452,10 +485,8 @@ def account(work: Path, url: str, jobs: list[str]) -> dict[str, Any]:
     waiting: set[str] = set()
     for path in (work / "spool").rglob("*.json*"):
         if path.name.endswith((".json", ".sending")):
-            try:
+            with contextlib.suppress(ValueError, KeyError):
                 waiting.update(e["event_id"] for e in json.loads(path.read_text())["events"])
-            except (ValueError, KeyError):
-                pass
     ids = set(produced)
     found = stored | rejected | set(dead) | waiting
     lost = ids - found
