@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer_agent.agent import Agent, CheckpointSpan, PhaseSpan, detect_attempt, detect_rank
+from trainer_agent.agent import (
+    Agent,
+    CheckpointSpan,
+    PhaseSpan,
+    detect_attempt,
+    detect_job_owner,
+    detect_rank,
+)
 
 __all__ = [
     "Agent",
     "CheckpointSpan",
     "PhaseSpan",
     "detect_attempt",
+    "detect_job_owner",
     "detect_rank",
     "get_agent",
     "init",
@@ -23,11 +31,21 @@ __all__ = [
 _default: Agent | None = None
 
 
-def init(*args: Any, **kwargs: Any) -> Agent:
-    """Create the process-wide agent (arguments as for Agent); later calls return the same one."""
+def init(
+    *args: Any,
+    model: str | None = None,
+    gpus: int | None = None,
+    labels: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> Agent:
+    """Create the process-wide agent (arguments as for Agent); later calls return the same one.
+
+    With `model` (and `gpus`, `labels`) the agent reports the job itself (job_submitted now,
+    job_ended when training ends) unless ETT_JOB_OWNER=scheduler says a scheduler hook does.
+    """
     global _default
     if _default is None:
-        _default = Agent(*args, **kwargs)
+        _default = Agent(*args, model=model, gpus=gpus, labels=labels, **kwargs)
     return _default
 
 

@@ -2,6 +2,7 @@
 
     python -m trainer_agent submitted --job-id J --model M --gpus 8 [--label owner=ranking]
     python -m trainer_agent ended --job-id J --status succeeded
+    python -m trainer_agent resend --job-id J      # send what waits in the job's spool
 
 Endpoint and token come from --endpoint/--token or ETT_ENDPOINT/ETT_TOKEN. The exit status is 0
 when the event was delivered, 1 when it waits in the spool (the next attempt or hook sends it).
@@ -35,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ended = sub.add_parser("ended", help="the job's last allocation was released")
     ended.add_argument("--job-id", required=True)
     ended.add_argument("--status", required=True, choices=JOB_STATUSES)
+    resend = sub.add_parser(
+        "resend", help="send the batches waiting in the job's spool (e.g. after an outage)"
+    )
+    resend.add_argument("--job-id", required=True)
     args = parser.parse_args(argv)
 
     agent = Agent(
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         report_progress=False,
         heartbeat_s=0,
         install_handlers=False,
+        job_owner="scheduler",
     )
     if not agent.enabled:
         print("trainer_agent: set --endpoint or ETT_ENDPOINT", file=sys.stderr)
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         )
         agent.job_submitted(args.model, args.gpus, labels=labels or None, config=config)
-    else:
+    elif args.command == "ended":
         agent.job_ended(args.status)
     delivered = agent.flush(timeout=args.timeout)
     agent.close(timeout=2.0)

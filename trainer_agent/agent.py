@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -47,8 +48,61 @@ def detect_rank(environ: dict[str, str] | None = None) -> int:
     return _env_int(environ, ("RANK", "SLURM_PROCID"))
 
 
+JOB_OWNERS = ("trainer", "scheduler")
+
+
+def detect_job_owner(environ: dict[str, str] | None = None) -> str:
+    """Who reports job_submitted and job_ended: ETT_JOB_OWNER (trainer or scheduler), default trainer."""
+    env = os.environ if environ is None else environ
+    value = env.get("ETT_JOB_OWNER", "").strip().lower()
+    if not value:
+        return "trainer"
+    if value not in JOB_OWNERS:
+        log.warning(
+            "trainer_agent: ETT_JOB_OWNER=%r is not one of %s; the trainer owns the job",
+            value,
+            "|".join(JOB_OWNERS),
+        )
+        return "trainer"
+    return value
+
+
+def _restart_may_follow(environ: dict[str, str] | None = None) -> bool:
+    """True under torchrun while restarts are left: a failed attempt does not end the job."""
+    env = os.environ if environ is None else environ
+    most = env.get("TORCHELASTIC_MAX_RESTARTS", "").strip()
+    if not most.isdigit():
+        return False
+    done = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
+    return (int(done) if done.isdigit() else 0) < int(most)
+
+
 def process_start_time() -> float | None:
-    """When this process started (epoch seconds), from /proc; None where /proc is missing."""
+    """When this process started (epoch seconds): /proc on Linux, else `ps`; None if neither."""
+    started = _proc_start_time()
+    return started if started is not None else _ps_start_time()
+
+
+def _ps_start_time() -> float | None:
+    # macOS and the BSDs: elapsed time from ps ([[dd-]hh:]mm:ss), whole seconds.
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "etime=", "-p", str(os.getpid())],
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=True,
+        ).stdout.strip()
+        days, _, clock = out.rpartition("-")
+        seconds = 0.0
+        for part in clock.split(":"):
+            seconds = seconds * 60 + float(part)
+        return time.time() - seconds - (int(days) * 86400 if days else 0)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _proc_start_time() -> float | None:
     try:
         with open("/proc/self/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
@@ -69,13 +123,14 @@ class PhaseSpan:
     def __init__(self, agent: Agent, name: str) -> None:
         self._agent = agent
         self.name = name
-        self._starts: list[float] = []
+        self._starts: list[tuple[float, str]] = []
 
     def __enter__(self) -> PhaseSpan:
         try:
             start = self._agent._clock()
-            self._starts.append(start)
-            self._agent._phase_enter(self.name, start)
+            span_id = ev.new_span_id()
+            self._starts.append((start, span_id))
+            self._agent._phase_enter(self.name, start, span_id)
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: phase enter failed")
         return self
@@ -87,8 +142,8 @@ class PhaseSpan:
         tb: TracebackType | None,
     ) -> None:
         try:
-            start = self._starts.pop() if self._starts else self._agent._clock()
-            self._agent._phase_exit(self.name, start, self._agent._clock())
+            start, span_id = self._starts.pop() if self._starts else (self._agent._clock(), None)
+            self._agent._phase_exit(self.name, start, self._agent._clock(), span_id)
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: phase exit failed")
 
@@ -206,6 +261,10 @@ class Agent:
         install_handlers: bool = True,
         transport: Transport | None = None,
         clock: Callable[[], float] = time.time,
+        model: str | None = None,
+        labels: dict[str, str] | None = None,
+        config: dict[str, Any] | None = None,
+        job_owner: str | None = None,
     ) -> None:
         env = os.environ
         self.job_id = job_id or env.get("ETT_JOB_ID") or ""
@@ -219,7 +278,18 @@ class Agent:
         self.exit_timeout_s = float(exit_timeout_s)
         self._clock = clock
         self._pid = os.getpid()
+        self.model = model or env.get("ETT_MODEL") or None
+        self.labels = labels
+        self.config = config
+        self.gpus = gpus if gpus is not None else _env_int(None, ("ETT_GPUS", "WORLD_SIZE")) or None
+        if job_owner is not None and job_owner not in JOB_OWNERS:
+            log.warning("trainer_agent: job_owner=%r is not one of %s", job_owner, JOB_OWNERS)
+            job_owner = None
+        self.job_owner = job_owner or detect_job_owner()
+        self.heartbeat_s = 0.0
+        self._closing = False
         self._closed = False
+        self._job_end_sent: str | None = None
         self._failure_kind: str | None = None
         self._ended_reason: str | None = None
         self._pending_checkpoints: set[CheckpointSpan] = set()
@@ -234,6 +304,12 @@ class Agent:
         self._break_depth = 0
         self._resume_pending = False
         self._step_thread: int | None = None
+        # The sender thread closes a window the loop left open (a hang); the step thread only
+        # takes this lock when it rolls a window, once per window period.
+        self._win_lock = threading.RLock()
+        self._step_s = 0.0
+        self._stall_next = 0.0
+        self._next_beat = 0.0
         self.enabled = bool(self.job_id) and (bool(self.endpoint) or transport is not None)
         if not self.enabled:
             if self.job_id or self.endpoint:
@@ -277,21 +353,55 @@ class Agent:
         root = Path(spool_dir) if spool_dir is not None else default_spool_root()
         max_bytes = spool_max_bytes or int(os.environ.get("ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024))
         heartbeat = (60.0 if self.rank == 0 else 0.0) if heartbeat_s is None else heartbeat_s
+        self.heartbeat_s = float(heartbeat)
+        ticks = [self.heartbeat_s] if self.heartbeat_s > 0 else []
+        if self.report_progress and self.progress_window_s > 0:
+            # A quarter window: a stopped loop shows as a stalled window within 1.25 windows.
+            ticks.append(max(0.01, self.progress_window_s / 4))
         self.sender = Sender(
             transport if transport is not None else HttpTransport(self.endpoint, token),
             Spool(job_spool_dir(root, self.job_id), max_bytes=max_bytes),
             request_timeout_s=request_timeout_s,
-            on_tick=self.heartbeat if heartbeat > 0 else None,
-            tick_interval_s=heartbeat,
+            on_tick=self._tick if ticks else None,
+            tick_interval_s=min(ticks) if ticks else 0.0,
         )
+        self._next_beat = time.monotonic() + self.heartbeat_s
+        started_at = self._clock()
+        process_start = process_start_time()
+        if process_start is not None and process_start > started_at:
+            process_start = started_at
         if self.report_attempt:
+            if self.job_owner == "trainer" and self.attempt == 0:
+                self._submit_job(process_start or started_at)
             self._emit(
                 "attempt_started",
-                ts=process_start_time() or self._clock(),
+                ts=process_start or started_at,
                 gpus=gpus,
                 host=host or socket.gethostname(),
             )
+        if process_start is not None and self.report_attempt:
+            # Interpreter start and imports, up to this agent: trainer_init, not hardware_setup.
+            self._emit(
+                "phase",
+                phase="trainer_init.process_start",
+                start=process_start,
+                end=started_at,
+                span_id=ev.new_span_id(),
+            )
         self.sender.start()
+
+    def _submit_job(self, ts: float) -> None:
+        if not self.model:
+            log.warning(
+                "trainer_agent: this trainer owns job %s but has no model, so no job_submitted is "
+                "sent: pass init(model=..., gpus=...) or set ETT_MODEL (or ETT_JOB_OWNER=scheduler "
+                "when a scheduler hook reports the job)",
+                self.job_id,
+            )
+            return
+        self._submit(
+            ev.job_submitted(self.job_id, ts, self.model, self.gpus or 1, self.labels, self.config)
+        )
 
     # ---- progress: the hot path ------------------------------------------------------------
 
@@ -320,10 +430,49 @@ class Agent:
     def _roll_window(self, t: float, c: float, n: int) -> None:
         if self._step_thread is None:
             self._step_thread = threading.get_ident()
-        if self._win_t is not None and n > self._win_n:
-            self._emit_progress(self._win_t, t, self._win_c, c, n - self._win_n)
-        self._win_t, self._win_c, self._win_n = t, c, n
-        self._win_due = t + self.progress_window_s
+        with self._win_lock:
+            if t < self._win_due:
+                return  # the sender thread just closed a stalled window
+            if self._win_t is not None and n > self._win_n:
+                self._step_s = (t - self._win_t) / (n - self._win_n)
+                self._emit_progress(self._win_t, t, self._win_c, c, n - self._win_n)
+            self._win_t, self._win_c, self._win_n = t, c, n
+            self._win_due = t + self.progress_window_s
+
+    def _tick(self) -> None:
+        """Sender thread, every quarter window or heartbeat: heartbeat when due; close a stall."""
+        if self._closing:
+            return
+        now = time.monotonic()
+        if self.heartbeat_s > 0 and now >= self._next_beat:
+            self._next_beat = now + self.heartbeat_s
+            self.heartbeat()
+        if self.report_progress and self.progress_window_s > 0 and self._win_t is not None:
+            self._close_stalled_window(self._clock())
+
+    def _close_stalled_window(self, now: float) -> None:
+        """The loop has not stepped for a window (and 3 of its steps): send that time as stalled.
+
+        A window [last step, now] with the cursor unchanged goes out every window period while
+        the loop stays stopped, so a hang shows as stalled training, not as silence.
+        """
+        with self._win_lock:
+            if self._win_t is None:
+                return  # no first step yet, or inside a phase or checkpoint of the loop
+            n, c, last = self._steps, self._last_c, self._last_t
+            quiet = max(self.progress_window_s, 3.0 * self._step_s)
+            if c is None or now - last < quiet or now < max(self._win_due, self._stall_next):
+                return
+            if self._steps != n:
+                return  # a step came in meanwhile
+            start = self._win_t
+            if n > self._win_n and last > start:
+                self._emit_progress(start, last, self._win_c, c, n - self._win_n)
+                start = last
+            self._emit_progress(start, now, c, c, 0)
+            self._win_t, self._win_c, self._win_n = now, c, n
+            self._win_due = now  # the next step closes [now, step] and opens a fresh window
+            self._stall_next = now + self.progress_window_s
 
     def _emit_progress(self, start: float, end: float, c0: float, c1: float, steps: int) -> None:
         self._emit(
@@ -337,6 +486,10 @@ class Agent:
 
     def _close_window(self, at: float | None) -> bool:
         """Emit the open window (ending at `at`, or at the last step); True if one was open."""
+        with self._win_lock:
+            return self._close_window_locked(at)
+
+    def _close_window_locked(self, at: float | None) -> bool:
         if self._win_t is None:
             return False
         if self._steps > self._win_n and self._last_c is not None:
@@ -352,19 +505,21 @@ class Agent:
         # Only the training thread's own spans cut the loop (a phase of another thread overlaps it).
         if self._step_thread is None or threading.get_ident() != self._step_thread:
             return
-        self._break_depth += 1
-        if self._break_depth == 1 and self._close_window(t):
-            self._resume_pending = True
+        with self._win_lock:
+            self._break_depth += 1
+            if self._break_depth == 1 and self._close_window_locked(t):
+                self._resume_pending = True
 
     def _progress_resume(self, t: float) -> None:
         if self._step_thread is None or threading.get_ident() != self._step_thread:
             return
-        if self._break_depth > 0:
-            self._break_depth -= 1
-        if self._break_depth == 0 and self._resume_pending and self._last_c is not None:
-            self._resume_pending = False
-            self._win_t, self._win_c, self._win_n = t, self._last_c, self._steps
-            self._win_due = t + self.progress_window_s
+        with self._win_lock:
+            if self._break_depth > 0:
+                self._break_depth -= 1
+            if self._break_depth == 0 and self._resume_pending and self._last_c is not None:
+                self._resume_pending = False
+                self._win_t, self._win_c, self._win_n = t, self._last_c, self._steps
+                self._win_due = t + self.progress_window_s
 
     # ---- phases ----------------------------------------------------------------------------
 
@@ -372,18 +527,24 @@ class Agent:
         """A span of the phase catalogue, as a context manager or a decorator."""
         return PhaseSpan(self, name)
 
-    def _phase_enter(self, name: str, start: float) -> None:
+    def _phase_enter(self, name: str, start: float, span_id: str | None = None) -> None:
         self._progress_break(start)
-        self._emit("phase_started", phase=name, start=start)
+        self._emit("phase_started", phase=name, start=start, span_id=span_id)
 
-    def _phase_exit(self, name: str, start: float, end: float) -> None:
-        self._emit("phase", phase=name, start=start, end=max(start, end))
+    def _phase_exit(self, name: str, start: float, end: float, span_id: str | None = None) -> None:
+        self._emit("phase", phase=name, start=start, end=max(start, end), span_id=span_id)
         self._progress_resume(end)
 
-    def record_phase(self, name: str, start: float, end: float) -> None:
+    def record_phase(self, name: str, start: float, end: float, span_id: str | None = None) -> None:
         """Report a span measured elsewhere (epoch seconds)."""
         try:
-            self._emit("phase", phase=name, start=float(start), end=max(float(start), float(end)))
+            self._emit(
+                "phase",
+                phase=name,
+                start=float(start),
+                end=max(float(start), float(end)),
+                span_id=span_id or ev.new_span_id(),
+            )
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: record_phase failed")
 
@@ -432,20 +593,27 @@ class Agent:
         config: dict[str, Any] | None = None,
         ts: float | None = None,
     ) -> None:
-        """Scheduler hook: the job was submitted."""
+        """Scheduler hook: the job was submitted (init(model=...) sends it when the trainer owns the job)."""
         try:
-            if self.sender is not None:
-                ts = self._clock() if ts is None else ts
-                self.sender.submit(ev.job_submitted(self.job_id, ts, model, gpus, labels, config))
+            ts = self._clock() if ts is None else ts
+            self._submit(ev.job_submitted(self.job_id, ts, model, gpus, labels, config))
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: job_submitted failed")
 
     def job_ended(self, status: str, ts: float | None = None) -> None:
-        """Scheduler hook: the job's last allocation was released."""
+        """The job's last allocation was released; delivered even after close() (bounded wait)."""
         try:
-            if self.sender is not None:
-                ts = self._clock() if ts is None else ts
-                self.sender.submit(ev.job_ended(self.job_id, ts, status))
+            ts = self._clock() if ts is None else ts
+            if self._job_end_sent is not None:
+                log.warning(
+                    "trainer_agent: job %s already ended (%s); sending job_ended(%s) as asked",
+                    self.job_id,
+                    self._job_end_sent,
+                    status,
+                )
+            event = ev.job_ended(self.job_id, ts, status)
+            self._job_end_sent = status
+            self._submit(event)
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: job_ended failed")
 
@@ -468,27 +636,85 @@ class Agent:
             log.exception("trainer_agent: attempt_ended failed")
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait up to `timeout` s until every event so far is delivered; False if not all were."""
+        """Wait up to `timeout` s until every event so far reached the API; False if any did not."""
         if self.sender is None:
             return True
-        return self.sender.flush(timeout)
+        ok = self.sender.flush(timeout)
+        if not ok:
+            self._log_undelivered("flush()")
+        return ok
 
-    def close(self, timeout: float | None = None, reason: str | None = None) -> bool:
-        """End the attempt: last progress window, pending checkpoints, attempt_ended, final flush."""
-        if self.sender is None or self._closed:
+    def close(
+        self, timeout: float | None = None, reason: str | None = None, status: str | None = None
+    ) -> bool:
+        """End the attempt (and the job, when the trainer owns it); True if everything reached the API.
+
+        `status` (succeeded, failed, cancelled) ends the job with that status; without it, a
+        trainer-owned job ends `succeeded` when the attempt completed (no failure recorded),
+        `cancelled` on KeyboardInterrupt, and `failed` after a failure unless torchrun may still
+        restart it. Calls after close() are delivered too. Bounded by `timeout` (exit_timeout_s).
+        """
+        if self.sender is None:
             return True
+        if status is not None and status not in ev.JOB_STATUSES:
+            log.error("trainer_agent: close(status=%r): use one of %s", status, ev.JOB_STATUSES)
+            status = None
+        if reason is None and status is not None:
+            reason = {"succeeded": "completed", "cancelled": "cancelled"}.get(status, "failure")
+        if not self._closing:
+            self._closing = True
+            # Each part on its own: a bad cursor or a broken span must not keep attempt_ended back.
+            for part in (
+                lambda: self._close_window(None),
+                self._send_pending_checkpoints,
+                lambda: self.attempt_ended(reason),
+                lambda: self._end_job(status),
+            ):
+                try:
+                    part()
+                except Exception:  # noqa: BLE001
+                    log.exception("trainer_agent: close step failed")
+        elif status is not None and self._job_end_sent is None:
+            self._end_job(status)
         self._closed = True
-        # Each part on its own: a bad cursor or a broken span must not keep attempt_ended back.
-        for part in (
-            lambda: self._close_window(None),
-            self._send_pending_checkpoints,
-            lambda: self.attempt_ended(reason),
-        ):
-            try:
-                part()
-            except Exception:  # noqa: BLE001
-                log.exception("trainer_agent: close step failed")
-        return self.sender.close(self.exit_timeout_s if timeout is None else timeout)
+        ok = self.sender.close(self.exit_timeout_s if timeout is None else timeout)
+        if not ok:
+            self._log_undelivered("close()")
+        return ok
+
+    def _end_job(self, status: str | None) -> None:
+        """job_ended from the process that reports the attempt, when the trainer owns the job."""
+        if not self.report_attempt or not self._in_owner_process() or self._job_end_sent:
+            return
+        if self.job_owner != "trainer":
+            if status is not None:
+                log.info(
+                    "trainer_agent: ETT_JOB_OWNER=scheduler: the scheduler ends job %s, not "
+                    "close(status=%s)",
+                    self.job_id,
+                    status,
+                )
+            return
+        if status is None:
+            reason = self._ended_reason or "completed"
+            if reason == "completed":
+                status = "succeeded"
+            elif reason == "cancelled":
+                status = "cancelled"
+            elif _restart_may_follow():
+                return  # torchrun restarts the workers: the job goes on
+            else:
+                status = "failed"
+        self.job_ended(status)
+
+    def _log_undelivered(self, where: str) -> None:
+        if self.sender is not None:
+            log.warning(
+                "trainer_agent: %s: not every event of job %s reached the API: %s",
+                where,
+                self.job_id,
+                self.sender.undelivered_summary(),
+            )
 
     def _send_pending_checkpoints(self) -> None:
         for span in list(self._pending_checkpoints):
@@ -499,11 +725,17 @@ class Agent:
         return self.sender.stats.as_dict() if self.sender is not None else {}
 
     def _emit(self, etype: str, **fields: Any) -> None:
+        attempt = None if etype in ("job_submitted", "job_ended") else self.attempt
+        self._submit(ev.make_event(self.job_id, etype, attempt, **fields))
+
+    def _submit(self, event: dict[str, Any]) -> None:
         sender = self.sender
         if sender is None:
             return
-        attempt = None if etype in ("job_submitted", "job_ended") else self.attempt
-        sender.submit(ev.make_event(self.job_id, etype, attempt, **fields))
+        sender.submit(event)
+        # After close() no thread would deliver it before exit: deliver it now, bounded.
+        if self._closed and not sender.close(self.exit_timeout_s):
+            self._log_undelivered(f"{event.get('type')} after close()")
 
     # ---- process hooks ---------------------------------------------------------------------
 

@@ -18,6 +18,11 @@ def new_event_id() -> str:
     return uuid.uuid4().hex
 
 
+def new_span_id() -> str:
+    """An id shared by a span's phase_started and phase events: 16 hex chars."""
+    return uuid.uuid4().hex[:16]
+
+
 def make_event(job_id: str, etype: str, attempt: int | None, **fields: Any) -> Event:
     """One wire event; fields whose value is None are left out (optional and not sent)."""
     event: Event = {"event_id": new_event_id(), "job_id": job_id, "type": etype}

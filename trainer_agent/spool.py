@@ -103,8 +103,11 @@ class Spool:
         names = sorted(e.name for e in self._entries() if e.name.endswith(SUFFIX))
         return [self.directory / n for n in names]
 
-    def write(self, events: list[dict[str, Any]]) -> bool:
-        """Store one batch; False when the spool is full or the disk refuses (nothing written)."""
+    def write(self, events: list[dict[str, Any]], name: str | None = None) -> bool:
+        """Store one batch; False when the spool is full or the disk refuses (nothing written).
+
+        `name` places the file in the oldest-first order (by default: now, at the end).
+        """
         if not events:
             return True
         try:
@@ -121,7 +124,8 @@ class Spool:
         with self._lock:
             self._seq += 1
             seq = self._seq
-        name = f"{time.time_ns():020d}-{self.host}-{os.getpid()}-{seq:06d}{SUFFIX}"
+        if name is None:
+            name = f"{time.time_ns():020d}-{self.host}-{os.getpid()}-{seq:06d}{SUFFIX}"
         final = self.directory / name
         tmp = self.directory / (name + TMP_SUFFIX)
         try:
@@ -182,6 +186,21 @@ class Spool:
         for path in paths:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+    def replace(self, paths: list[Path], events: list[dict[str, Any]]) -> bool:
+        """Put back only `events` of claimed files (the rest was delivered), in their place."""
+        if not paths:
+            return False
+        original = paths[0].name.split(SUFFIX + ".", 1)[0][: -len(SUFFIX)]
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        # Sorts right after the first claimed file, so the leftovers keep their turn.
+        name = f"{original}-r{os.getpid()}x{seq:06d}{SUFFIX}"
+        if events and not self.write(events, name=name):
+            return False
+        self.delete(paths)
+        return True
 
     def release(self, paths: Iterable[Path]) -> None:
         """Give claimed files back to the spool (their send failed)."""

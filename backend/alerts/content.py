@@ -18,6 +18,7 @@ INDICATOR_WORDS = {
     "duration_percentile": "per-attempt duration",
     "failures_per_job": "failures per job",
     "ett_floor": "ETT%",
+    "no_progress_s": "time without progress while alive",
 }
 
 
@@ -63,7 +64,7 @@ def format_value(slo: SloSpec, value: float | None) -> str:
         return "no data"
     if slo.indicator in ("gpu_time_share", "ett_floor"):
         return f"{value:.1f}%"
-    if slo.indicator == "duration_percentile":
+    if slo.indicator in ("duration_percentile", "no_progress_s"):
         return f"{value / 60:.1f} min" if value >= 120 else f"{value:.0f} s"
     return f"{value:.2f}"
 

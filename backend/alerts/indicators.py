@@ -20,7 +20,7 @@ from backend.alerts.content import Evaluation
 from backend.alerts.slos import SloSpec
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet.models import FleetFailure
-from backend.jobs.models import Job
+from backend.jobs.models import Attempt, Job
 
 TOP_N = 5
 
@@ -55,6 +55,8 @@ def measure(
         return _duration_percentile(db_session, slo, t0, t1)
     if slo.indicator == "failures_per_job":
         return _failures_per_job(db_session, slo, t0, t1)
+    if slo.indicator == "no_progress_s":
+        return _no_progress(db_session, slo, t0, t1)
     raise ValueError(f"unknown indicator {slo.indicator!r}")
 
 
@@ -511,6 +513,73 @@ def _failures_per_job(db_session: Session, slo: SloSpec, t0: float, t1: float) -
                 job_drivers=[
                     {"job_id": j[0], "model": j[1], "value": float(counts[j[0]])}
                     for j in worst[:TOP_N]
+                ],
+            )
+        )
+    return out
+
+
+# ---- no progress while alive ---------------------------------------------------------------------
+
+
+def _no_progress(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
+    """Seconds each live open job has gone without effective training; the worst job's value.
+
+    Live: the job is open and its last event (heartbeats included) lies inside the window. The
+    clock runs from its last effective instant, or from its latest attempt's start when that
+    attempt has not trained yet, so a loop that stopped (stalled windows) and a hang inside a
+    phase (an open span) both count.
+    """
+    stmt = (
+        select(Job.job_id, JobResult.model, JobResult.submitted_at)
+        .join(JobResult, JobResult.job_id == Job.job_id)
+        .where(JobResult.provisional.is_(True), Job.last_event_at >= t0)
+    )
+    if (clause := _model_clause(slo)) is not None:
+        stmt = stmt.where(clause)
+    jobs = [row for row in db_session.execute(stmt) if _model_ok(slo, row[1])]
+    keep = _label_filter(db_session, slo, (j[0] for j in jobs))
+    if keep is not None:
+        jobs = [j for j in jobs if j[0] in keep]
+    since: dict[str, float] = {j[0]: float(j[2] if j[2] is not None else t1) for j in jobs}
+    ids = list(since)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        for job_id, end in db_session.execute(
+            select(JobInterval.job_id, func.max(JobInterval.end))
+            .where(JobInterval.job_id.in_(chunk), JobInterval.component == "effective_training")
+            .group_by(JobInterval.job_id)
+        ):
+            since[job_id] = max(since[job_id], float(end))
+        for job_id, started in db_session.execute(
+            select(Attempt.job_id, func.max(Attempt.started_at))
+            .where(Attempt.job_id.in_(chunk))
+            .group_by(Attempt.job_id)
+        ):
+            if started is not None:
+                since[job_id] = max(since[job_id], float(started))
+    out = []
+    for model, group in sorted(_group(slo, jobs, lambda j: j[1]).items(), key=_key):
+        quiet = sorted(
+            ((j[0], j[1], max(0.0, t1 - since[j[0]])) for j in group), key=lambda q: -q[2]
+        )
+        if not quiet:
+            continue
+        worst_by_model: dict[str | None, float] = {}
+        for _, m, seconds in quiet:
+            worst_by_model[m] = max(worst_by_model.get(m, 0.0), seconds)
+        out.append(
+            Evaluation(
+                value=quiet[0][2],
+                jobs=len(quiet),
+                model=model,
+                models=[
+                    {"model": m, "value": v}
+                    for m, v in sorted(worst_by_model.items(), key=lambda kv: -kv[1])[:TOP_N]
+                    if m is not None
+                ],
+                job_drivers=[
+                    {"job_id": j, "model": m, "value": v} for j, m, v in quiet[:TOP_N] if v > 0
                 ],
             )
         )

@@ -15,7 +15,9 @@ from backend.text import clean_tree
 
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 
-Indicator = Literal["gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"]
+Indicator = Literal[
+    "gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor", "no_progress_s"
+]
 Severity = Literal["info", "warning", "critical"]
 FAILURE_KINDS = ("any", *catalogue.FAILURE_KINDS)
 
@@ -101,6 +103,8 @@ class SloSpec(BaseModel):
             self.per_model = True
             if not 0 <= self.objective <= 100:
                 raise ValueError("an ETT% floor is a percentage between 0 and 100")
+        if self.indicator == "no_progress_s" and self.objective <= 0:
+            raise ValueError("no_progress_s is a duration in seconds above 0")
         if self.indicator == "gpu_time_share" and not 0 <= self.objective <= 100:
             raise ValueError("a share of wall GPU-time is a percentage between 0 and 100")
         return self

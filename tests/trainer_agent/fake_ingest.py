@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,6 +27,9 @@ class FakeIngest:
         self.requests: list[tuple[float, int]] = []  # (monotonic time, events in body)
         self.script: list[tuple[int, dict[str, str]]] = []  # forced answers, consumed in order
         self.reject_ids: set[str] = set()
+        # Answer 500 to any batch holding an event this predicate marks (a poison event, as a
+        # database that refuses one row fails the whole transaction).
+        self.poison: Callable[[dict[str, Any]], bool] | None = None
         self.release = threading.Event()
         self.release.set()
         self.hanging = 0
@@ -113,6 +117,11 @@ class FakeIngest:
                     forced = fake.script.pop(0) if fake.script else None
                 if forced is not None:
                     self._answer(forced[0], {"detail": "scripted"}, forced[1])
+                    return
+                if fake.poison is not None and any(
+                    isinstance(e, dict) and fake.poison(e) for e in batch
+                ):
+                    self._answer(500, {"detail": "Internal Server Error (poisoned batch)"}, {})
                     return
                 if fake.upstream is not None:
                     self._forward(raw)

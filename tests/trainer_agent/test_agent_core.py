@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 from tests.trainer_agent.conftest import FakeClock
 from tests.trainer_agent.fake_ingest import FakeIngest
-from trainer_agent import Agent, detect_attempt, detect_rank
+from trainer_agent import Agent, detect_attempt, detect_job_owner, detect_rank
 from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, job_spool_dir
 from trainer_agent.transport import Response
@@ -55,7 +56,13 @@ def test_lifecycle_events_are_valid_wire_events(fake_ingest: FakeIngest, tmp_pat
     agent.failure("induced", "x" * 10_000)
     assert agent.close(timeout=5)
     types = sorted(e["type"] for e in fake_ingest.events.values())
-    assert types.count("phase") == 3 and types.count("phase_started") == 3
+    # Three spans of the trainer, plus interpreter start-up up to the agent (process_start).
+    assert types.count("phase") == 4 and types.count("phase_started") == 3
+    spans = fake_ingest.of_type("phase_started")
+    assert all(
+        any(p.get("span_id") == s["span_id"] for p in fake_ingest.of_type("phase")) for s in spans
+    )
+    assert len({s["span_id"] for s in spans}) == 3  # one id per span, on both of its events
     assert types.count("attempt_started") == 1 and types.count("attempt_ended") == 1
     started = fake_ingest.of_type("attempt_started")[0]
     assert started["gpus"] == 8 and started["host"] == "node-1" and started["attempt"] == 0
@@ -141,7 +148,9 @@ def test_retries_5xx_then_delivers_each_event_once(fake_ingest: FakeIngest, tmp_
         agent.heartbeat()
     assert agent.flush(timeout=10)
     agent.close(timeout=5)
-    assert agent.stats()["retries"] >= 3
+    # The batch and both its halves refused, nothing taken: an outage, retried as a whole.
+    assert agent.stats()["retries"] >= 1 and not fake_ingest.script
+    assert agent.stats()["dead_lettered"] == 0
     assert len(fake_ingest.of_type("heartbeat")) == 20
     assert all(n == 1 for n in fake_ingest.deliveries.values())
     assert not list((tmp_path / "spool").rglob("*.json*"))
@@ -163,11 +172,15 @@ def test_rejected_events_are_dropped_not_retried(fake_ingest: FakeIngest, tmp_pa
     agent.record_phase("not_a_phase", 1_780_000_000.0, 1_780_000_001.0)  # refused by the schema
     agent.record_phase("shutdown", 1_780_000_000.0, 1_780_000_001.0)
     assert agent.flush(timeout=5)
-    # attempt_started and the two phases, each sent once: the refused one is never retried.
-    assert sum(n for _, n in fake_ingest.requests) == 3
+    # attempt_started, process_start and the two phases, each sent once: the refused one is
+    # never retried.
+    assert sum(n for _, n in fake_ingest.requests) == 4
     agent.close(timeout=5)
     assert agent.stats()["rejected"] == 1
-    assert [e["phase"] for e in fake_ingest.of_type("phase")] == ["shutdown"]
+    assert [e["phase"] for e in fake_ingest.of_type("phase")] == [
+        "shutdown",
+        "trainer_init.process_start",
+    ]
 
 
 class ScriptedTransport:
@@ -223,12 +236,17 @@ def test_server_down_spools_then_next_attempt_delivers(tmp_path: Path) -> None:
             "secret",
             spool_dir=tmp_path / "spool",
             install_handlers=False,
+            report_attempt=False,  # only drains the spool
         )
         assert agent2.flush(timeout=10)
         agent2.close(timeout=5)
         attempts = [e["attempt"] for e in server.events.values()]
-        assert attempts.count(0) == expected
-        assert {e["type"] for e in server.events.values() if e["attempt"] == 0} >= {
+        # Every event of attempt 0, and its job_ended (the trainer owns the job; no restart).
+        assert attempts.count(0) + attempts.count(None) == expected
+        assert [e["status"] for e in server.events.values() if e["type"] == "job_ended"] == [
+            "failed"
+        ]
+        assert {e["type"] for e in server.events.values() if e.get("attempt") == 0} >= {
             "attempt_started",
             "phase",
             "progress",
@@ -280,8 +298,8 @@ def test_close_is_bounded_while_the_api_hangs(fake_ingest: FakeIngest, tmp_path:
     agent2 = make_agent(fake_ingest, tmp_path, job_id="job-hang", attempt=1)
     assert agent2.flush(timeout=10)
     agent2.close(timeout=5)
-    types = [e["type"] for e in fake_ingest.events.values() if e["attempt"] == 0]
-    assert sorted(types) == ["attempt_ended", "attempt_started", "failure", "heartbeat"]
+    types = [e["type"] for e in fake_ingest.events.values() if e.get("attempt") == 0]
+    assert sorted(types) == ["attempt_ended", "attempt_started", "failure", "heartbeat", "phase"]
 
 
 def test_step_never_raises_and_disabled_agent_is_a_no_op(
@@ -306,6 +324,12 @@ def test_attempt_and_rank_detection() -> None:
     assert detect_attempt({"TORCHELASTIC_RESTART_COUNT": "2"}) == 2
     assert detect_attempt({"SLURM_RESTART_COUNT": "3"}) == 3
     assert detect_attempt({}) == 0
+    # trainer_agent.elastic exports ETT_ATTEMPT; it wins over the local restart count.
+    assert detect_attempt({"ETT_ATTEMPT": "3", "TORCHELASTIC_RESTART_COUNT": "1"}) == 3
+    assert detect_job_owner({}) == "trainer"
+    assert detect_job_owner({"ETT_JOB_OWNER": "scheduler"}) == "scheduler"
+    assert detect_job_owner({"ETT_JOB_OWNER": " Trainer "}) == "trainer"
+    assert detect_job_owner({"ETT_JOB_OWNER": "slurm"}) == "trainer"  # unknown: warned, default
     assert detect_rank({"RANK": "5"}) == 5 and detect_rank({"SLURM_PROCID": "1"}) == 1
 
 
@@ -406,3 +430,104 @@ def test_process_start_time_is_close_to_the_interpreter_start() -> None:
     )
     assert -3.0 < float(out.stdout) <= 0.02  # before the first statement, never after it
     assert process_start_time() is not None
+
+
+def test_resend_cli_drains_a_jobs_spool(fake_ingest: FakeIngest, tmp_path: Path) -> None:
+    from trainer_agent.__main__ import main
+
+    down = FakeIngest()
+    url = down.url
+    down.close()
+    agent = Agent(
+        "j-resend", 0, url, "secret", spool_dir=tmp_path, install_handlers=False, heartbeat_s=0
+    )
+    agent.failure("infra", "nccl timeout")
+    assert agent.close(timeout=1) is False
+    assert Spool(job_spool_dir(tmp_path, "j-resend")).pending_files()
+    common = ["--endpoint", fake_ingest.url, "--token", "secret", "--spool-dir", str(tmp_path)]
+    assert main([*common, "resend", "--job-id", "j-resend"]) == 0
+    assert [e["kind"] for e in fake_ingest.of_type("failure")] == ["infra"]
+    assert not Spool(job_spool_dir(tmp_path, "j-resend")).pending_files()
+
+
+class PoisonTransport:
+    """500 for any batch that holds a poison id (as one bad row fails a transaction), else 200."""
+
+    def __init__(self, poison: set[str], outage: bool = False) -> None:
+        self.poison = poison
+        self.outage = outage
+        self.requests = 0
+        self.accepted: list[str] = []
+
+    def send(self, body: bytes, timeout: float) -> Response:
+        self.requests += 1
+        ids = [e["event_id"] for e in json.loads(body)["events"]]
+        if self.outage or self.poison & set(ids):
+            return Response(500, {"detail": "Internal Server Error"})
+        self.accepted.extend(ids)
+        return Response(200, {"accepted": len(ids), "duplicates": 0, "rejected": []})
+
+
+def test_several_poison_events_in_one_batch_are_isolated_and_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    events = [{"event_id": f"e{i}", "type": "heartbeat"} for i in range(200)]
+    poison = {"e3", "e77", "e120", "e121", "e199"}
+    transport = PoisonTransport(poison)
+    sender = Sender(transport, Spool(tmp_path), dead_letter_after=3)
+    pending = events
+    for _ in range(3):  # three rounds: each isolates the poison again, one strike each
+        try:
+            sender._send(pending, None)
+            pending = []
+        except Exception as retry:  # noqa: BLE001 - _Retry, private
+            pending = retry.pending  # type: ignore[attr-defined]
+            assert retry.progress  # type: ignore[attr-defined]
+            # Mixed with fresh events, as the spool does it.
+            pending = pending + [{"event_id": f"n{len(transport.accepted)}", "type": "heartbeat"}]
+    assert not pending
+    assert sorted(transport.accepted) == sorted(
+        {e["event_id"] for e in events} - poison | {e for e in transport.accepted if e[0] == "n"}
+    )
+    lines = (tmp_path / "dead-letter.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["event"]["event_id"] for line in lines) == sorted(poison)
+    assert sender.stats.dead_lettered == 5 and not sender.all_reached_api()
+
+
+def test_an_outage_is_not_mistaken_for_poison(tmp_path: Path) -> None:
+    transport = PoisonTransport(set(), outage=True)
+    sender = Sender(transport, Spool(tmp_path))
+    events = [{"event_id": f"e{i}", "type": "heartbeat"} for i in range(1000)]
+    for _ in range(5):
+        try:
+            sender._send(events, None)
+        except Exception as retry:  # noqa: BLE001
+            assert len(retry.pending) == 1000 and not retry.progress  # type: ignore[attr-defined]
+    assert sender.stats.dead_lettered == 0
+    assert transport.requests <= 5 * (1 + sender.probe_budget)  # bounded probing per round
+
+
+def test_strikes_outlive_the_process_so_a_lone_poison_event_is_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    poison = {"e1"}
+    first = Sender(PoisonTransport(poison), Spool(tmp_path), dead_letter_after=3)
+    try:
+        first._send(
+            [{"event_id": "e0", "type": "heartbeat"}, {"event_id": "e1", "type": "x"}], None
+        )
+    except Exception as retry:  # noqa: BLE001
+        assert [e["event_id"] for e in retry.pending] == ["e1"]  # type: ignore[attr-defined]
+    assert not Spool(tmp_path).pending_files()  # the strikes file is not a batch
+    # A later process (resend, the next attempt) sends it alone: the strike it had counts.
+    second = Sender(PoisonTransport(poison), Spool(tmp_path), dead_letter_after=3)
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            second._send([{"event_id": "e1", "type": "x"}], None)
+    assert second.stats.dead_lettered == 1
+    # A lone event with no strike is never dead-lettered: the API may be down.
+    third = Sender(PoisonTransport({"e9"}), Spool(tmp_path / "other"), dead_letter_after=3)
+    for _ in range(5):
+        with contextlib.suppress(Exception):
+            third._send([{"event_id": "e9", "type": "x"}], None)
+    assert third.stats.dead_lettered == 0

@@ -155,7 +155,7 @@ def test_sender_thread_is_restarted_in_a_forked_child(
     assert proc.returncode == 0, err
     assert "child True True" in out
     phases = sorted(e["phase"] for e in fake_ingest.of_type("phase"))
-    assert phases == ["custom.child_work", "custom.parent_work"]
+    assert phases == ["custom.child_work", "custom.parent_work", "trainer_init.process_start"]
     # The child never ends its parent's attempt.
     assert len(fake_ingest.of_type("attempt_ended")) == 1
     assert all(n == 1 for n in fake_ingest.deliveries.values())
@@ -195,10 +195,11 @@ def test_exit_while_the_api_hangs_is_bounded_and_spools(
     )
     assert agent.flush(timeout=10)
     agent.close(timeout=3)
-    first = [e for e in fake_ingest.events.values() if e["attempt"] == 0]
+    first = [e for e in fake_ingest.events.values() if e.get("attempt") == 0]
     assert sorted({e["type"] for e in first}) == [
         "attempt_ended",
         "attempt_started",
         "failure",
+        "phase",
         "progress",
     ]

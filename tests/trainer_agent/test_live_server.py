@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -103,7 +104,8 @@ def test_500_then_429_with_retry_after(live: LiveServer, proxy: FakeIngest, tmp_
     assert len(times) >= 4
     assert times[3] - times[2] >= 0.95  # the 429's Retry-After was honoured
     agent.close(timeout=10)
-    assert agent.stats()["retries"] == 3
+    # One retry round per refused request, fewer when the isolation of a 500 meets the 429.
+    assert 1 <= agent.stats()["retries"] <= 3 and not proxy.script
     assert_stored_once(live, job, agent.stats()["submitted"])
 
 
@@ -174,7 +176,7 @@ def test_fork_and_exit_while_the_api_hangs(
     events = live.stored_events(job)
     assert Counter(e["event_id"] for e in events).most_common(1)[0][1] == 1
     phases = sorted(e["phase"] for e in events if e["type"] == "phase")
-    assert phases == ["custom.child", "shutdown"]
+    assert phases == ["custom.child", "shutdown", "trainer_init.process_start"]
     assert [e["reason"] for e in events if e["type"] == "attempt_ended"] == ["completed"]
 
 
@@ -241,3 +243,39 @@ def test_concurrent_ranks_share_one_spool(live: LiveServer, tmp_path: Path) -> N
     submitted = sum(a.stats()["submitted"] for a in agents)
     assert_stored_once(live, job, submitted)
     assert live.rejected_count() == 0
+
+
+def test_a_poison_event_is_dead_lettered_and_the_rest_delivered(
+    live: LiveServer, proxy: FakeIngest, tmp_path: Path
+) -> None:
+    job = "live-poison"
+    # Heartbeats keep coming, as in a real run: a poison event left alone in the spool is sent
+    # again beside them, which shows the API takes other events.
+    agent = agent_for(proxy.url, live.token, job, tmp_path, heartbeat_s=0.2)
+    agent.sender.backoff_base_s = 0.02
+    agent.sender.backoff_max_s = 0.1
+    assert agent.flush(timeout=10)
+    # The API (through the proxy) fails with 500 any batch that holds the poison phase.
+    proxy.poison = lambda e: e.get("phase") == "custom.poison"
+    proxy.hang()  # the events below queue up behind one stuck request, then go out together
+    agent.heartbeat()
+    time.sleep(0.2)
+    for i in range(40):
+        name = "custom.poison" if i == 17 else f"custom.part{i}"
+        agent.record_phase(name, 1_780_000_000.0 + i, 1_780_000_000.5 + i)
+    proxy.unhang()
+    assert agent.flush(timeout=30) is False  # one event never reached the API
+    agent.heartbeat_s = 0  # no more heartbeats: close() drains the spool and stops
+    assert agent.close(timeout=10) is False
+    stats = agent.stats()
+    assert stats["dead_lettered"] == 1 and stats["dropped"] == 0
+    stored = live.stored_events(job)
+    assert "custom.poison" not in {e.get("phase") for e in stored}
+    assert len({e["event_id"] for e in stored}) == len(stored) == stats["submitted"] - 1
+    lines = (job_spool_dir(tmp_path, job) / "dead-letter.jsonl").read_text().splitlines()
+    (record,) = [json.loads(line) for line in lines]
+    assert record["event"]["phase"] == "custom.poison" and record["status"] == 500
+    assert "poisoned" in record["answer"]["detail"]
+    assert not Spool(job_spool_dir(tmp_path, job)).pending_files()
+    # Isolation took a few requests, not one per event.
+    assert len(proxy.requests) < 40

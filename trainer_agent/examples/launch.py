@@ -56,12 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         ETT_TOKEN=args.token or "",
         ETT_JOB_ID=args.job_id,
         ETT_SPOOL_DIR=str(args.workdir / "spool"),
+        ETT_JOB_OWNER="scheduler",  # this launcher reports job_submitted and job_ended
         PYTHONUNBUFFERED="1",
     )
     command = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "trainer_agent.elastic",  # torchrun, with attempts numbered at each group restart
         "--standalone",
         "--nproc-per-node",
         str(args.nproc),

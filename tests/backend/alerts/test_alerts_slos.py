@@ -120,4 +120,10 @@ def test_shipped_slos_cover_the_paper_components() -> None:
         "publishing",
     } <= owners
     indicators = {s.indicator for s in shipped.slos}
-    assert indicators == {"gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"}
+    assert indicators == {
+        "gpu_time_share",
+        "duration_percentile",
+        "failures_per_job",
+        "ett_floor",
+        "no_progress_s",
+    }
