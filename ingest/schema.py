@@ -93,7 +93,6 @@ Time = Annotated[
 EventId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 SpanId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 JobId = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
-SpanId = Annotated[str, Field(strict=True, min_length=1, max_length=64)]
 AttemptNo = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Gpus = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
