@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -17,6 +17,7 @@ from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database
 from backend.ett.service import make_recompute_worker, recompute_jobs
+from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
 
 log = logging.getLogger("ett")
@@ -92,7 +93,8 @@ def create_app(
             return JSONResponse(status_code=503, content={"status": "error", "detail": str(err)})
         return JSONResponse({"status": "ok", "database": db.dialect, "schema": sorted(current)})
 
-    app.include_router(api_router, prefix="/api/v1")
+    # Every API route is held to the read bounds (backend/params.py), new ones included.
+    app.include_router(api_router, prefix="/api/v1", dependencies=[Depends(enforce_read_bounds)])
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)
     return app

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Engine, MetaData, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -57,6 +58,18 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
+
+
+# Postgres SQLSTATEs of transactions worth running again: serialization failure, deadlock.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True for a transaction that failed only because of concurrency (run it again)."""
+    orig = getattr(err, "orig", None)
+    if getattr(orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
+        return True
+    return isinstance(err, OperationalError) and "database is locked" in str(err)
 
 
 def insert_for(session_or_engine: Session | Engine, table: Any) -> Any:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
 from typing_extensions import TypedDict
 
 from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
@@ -17,12 +24,26 @@ PHASE_ROOTS = (
     CUSTOM_PREFIX.rstrip("."),
 )
 TIME_FIELDS = ("ts", "start", "end", "blocking_end", "committed")
-# Latest instant we accept: year 2200. Catches milliseconds sent as seconds.
-MAX_EPOCH_S = 7_258_118_400.0
+# The window of instants an event may carry, by default (settings ETT_EVENT_TIME_MIN/MAX):
+# 2000-01-01 .. 2100-01-01 UTC. Catches milliseconds sent as seconds and zeroed clocks.
+MIN_EPOCH_S = 946_684_800.0
+MAX_EPOCH_S = 4_102_444_800.0
+# Deepest nesting of objects/arrays inside one event (a job's config, its labels).
+MAX_DEPTH = 32
+# Integers must fit a signed 64-bit column and a float without overflow.
+MAX_INT = 2**63 - 1
 
 
-def parse_time(value: Any) -> float:
-    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float)."""
+def _utc_day(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d")
+
+
+def parse_time(value: Any, info: ValidationInfo | None = None) -> float:
+    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float).
+
+    The instant must lie in the time window: `info.context["time_window"]` when validating
+    with a context, else MIN_EPOCH_S..MAX_EPOCH_S.
+    """
     if isinstance(value, bool):
         raise ValueError("expected an RFC 3339 time with an offset or epoch seconds, got a boolean")
     if isinstance(value, int | float):
@@ -48,9 +69,12 @@ def parse_time(value: Any) -> float:
         raise ValueError(
             f"expected an RFC 3339 time with an offset or epoch seconds, got {type(value).__name__}"
         )
-    if seconds < 0 or seconds > MAX_EPOCH_S:
+    context = info.context if info is not None else None
+    lo, hi = (context or {}).get("time_window") or (MIN_EPOCH_S, MAX_EPOCH_S)
+    if not lo <= seconds <= hi:
         raise ValueError(
-            f"{seconds!r} is outside 1970..2200 in epoch seconds (milliseconds sent as seconds?)"
+            f"{seconds!r} is outside {_utc_day(lo)}..{_utc_day(hi)} in epoch seconds "
+            "(settings ETT_EVENT_TIME_MIN, ETT_EVENT_TIME_MAX; milliseconds sent as seconds?)"
         )
     return seconds
 
@@ -222,10 +246,63 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def validate_event(raw: Any) -> dict[str, Any]:
-    """Validate one wire event and return its normalized form, or raise EventError."""
+def _text_error(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which text cannot hold; remove it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone UTF-16 surrogate (invalid Unicode); send valid UTF-8 text"
+    return None
+
+
+def _value_error(value: Any, path: str, depth: int) -> str | None:
+    """The first value no database or computation can take, as '<field>: <why>'; else None."""
+    if isinstance(value, str):
+        why = _text_error(value)
+        return f"{path}: {why}" if why else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path}: {value} is not a finite number"
+    if isinstance(value, int):
+        return None if -MAX_INT <= value <= MAX_INT else f"{path}: integer out of 64-bit range"
+    if depth >= MAX_DEPTH and isinstance(value, dict | list):
+        return f"{path}: nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and (why := _text_error(key)):
+                return f"{path}: a key {why}"
+            found = _value_error(item, f"{path}.{key}", depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _value_error(item, f"{path}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def check_values(raw: dict[str, Any]) -> None:
+    """Refuse text with NUL or lone surrogates, non-finite or huge numbers, deep nesting."""
+    for key, value in raw.items():
+        name = key if isinstance(key, str) and _text_error(key) is None else "event"
+        if name == "event" and isinstance(key, str):
+            raise EventError(f"event: a field name {_text_error(key)}")
+        found = _value_error(value, name, 1)
+        if found:
+            raise EventError(found)
+
+
+def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Validate one wire event and return its normalized form, or raise EventError.
+
+    `time_window` (epoch seconds, inclusive) overrides the default window for its times.
+    """
     if not isinstance(raw, dict):
         raise EventError(f"event: expected a JSON object, got {type(raw).__name__}")
+    check_values(raw)
     etype = raw.get("type")
     adapter = _ADAPTERS.get(etype) if isinstance(etype, str) else None
     if adapter is None:
@@ -233,7 +310,8 @@ def validate_event(raw: Any) -> dict[str, Any]:
             raise EventError("type: field required")
         raise EventError(f"type: {etype!r} is not one of {', '.join(EVENT_TYPES)}")
     try:
-        event: dict[str, Any] = adapter.validate_python(raw)
+        context = {"time_window": time_window} if time_window else None
+        event: dict[str, Any] = adapter.validate_python(raw, context=context)
     except ValidationError as err:
         raise EventError(_describe(err)) from None
     order = _ORDERED.get(etype)

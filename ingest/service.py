@@ -38,14 +38,19 @@ class IngestResult:
 def _raw_text(raw: Any) -> str:
     try:
         text = json.dumps(raw, default=str, allow_nan=True)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         text = repr(raw)
     return text[:MAX_KEPT_RAW_CHARS]
 
 
+def storable(text: str) -> str:
+    """Text any database can hold: NUL and lone surrogates written as backslash escapes."""
+    return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _str_field(raw: Any, name: str, limit: int) -> str | None:
     value = raw.get(name) if isinstance(raw, dict) else None
-    return value[:limit] if isinstance(value, str) else None
+    return storable(value)[:limit] if isinstance(value, str) else None
 
 
 def _job_models(db_session: Session, job_ids: set[str]) -> dict[str, str | None]:
@@ -92,9 +97,17 @@ def _resolve_models(
 
 
 def ingest_batch(
-    *, db_session: Session, events: list[Any], token: ApiToken | None, now: float | None = None
+    *,
+    db_session: Session,
+    events: list[Any],
+    token: ApiToken | None,
+    now: float | None = None,
+    time_window: tuple[float, float] | None = None,
 ) -> IngestResult:
-    """Validate and store one batch in one transaction; commit is the caller's."""
+    """Validate and store one batch in one transaction; commit is the caller's.
+
+    `time_window` (epoch seconds) bounds the times an event may carry (default: the schema's).
+    """
     now = time.time() if now is None else now
     result = IngestResult()
     rejected_rows: list[dict[str, Any]] = []
@@ -109,7 +122,7 @@ def ingest_batch(
                 "job_id": _str_field(raw, "job_id", 128),
                 "event_id": event_id,
                 "batch_index": index,
-                "error": error,
+                "error": storable(error),
                 "raw": _raw_text(raw),
                 "token_name": token_name,
             }
@@ -119,7 +132,7 @@ def ingest_batch(
     seen: set[str] = set()
     for index, raw in enumerate(events):
         try:
-            ev = validate_event(raw)
+            ev = validate_event(raw, time_window=time_window)
         except EventError as err:
             reject(index, raw, str(err))
             continue
@@ -141,6 +154,22 @@ def ingest_batch(
         db_session.execute(insert_for(db_session, RejectedEvent.__table__), rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
+
+
+def keep_rejected(
+    *, db_session: Session, raw: Any, index: int, error: str, token: ApiToken | None
+) -> None:
+    """Keep one refused event with its reason, for an operator (the caller commits)."""
+    row = {
+        "received_at": time.time(),
+        "job_id": _str_field(raw, "job_id", 128),
+        "event_id": _str_field(raw, "event_id", 64),
+        "batch_index": index,
+        "error": storable(error),
+        "raw": _raw_text(raw),
+        "token_name": token.name if token is not None else None,
+    }
+    db_session.execute(insert_for(db_session, RejectedEvent.__table__), [row])
 
 
 _PG_INSERT_RAW = text(
@@ -165,6 +194,9 @@ _PG_MARK_JOBS = text(
 
 def _insert_raw(db_session: Session, events: list[dict[str, Any]], now: float) -> set[str]:
     """Insert new events, skipping known ids; returns the ids actually inserted."""
+    # One key order for every batch, so that concurrent overlapping batches take the unique
+    # index's locks in the same order (no deadlock cycle on Postgres).
+    events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
