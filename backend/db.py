@@ -29,34 +29,43 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine with the right options for SQLite or a server database."""
+def _sqlite_engine(url: str, *, read_only: bool, **kwargs: Any) -> Engine:
+    """A SQLite engine in WAL mode: writers take the lock up front, readers never take it."""
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy emit BEGIN itself (pysqlite's own transaction handling is off).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        if read_only:
+            cur.execute("PRAGMA query_only=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn: Any) -> None:
+        # A writer takes the write lock up front: a deferred transaction that later writes
+        # fails at once with "database is locked" when another writer is active. A reader
+        # begins deferred: in WAL mode it reads a snapshot and blocks nobody, nor waits.
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> Engine:
+    """Create an engine with the right options for SQLite or a server database.
+
+    read_only (SQLite): sessions that can only read and never take the write lock.
+    """
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
-        )
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            # Let SQLAlchemy emit BEGIN itself (pysqlite's own transaction handling is off).
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _sqlite_begin(conn: Any) -> None:
-            # Take the write lock up front: a deferred transaction that later writes fails
-            # at once with "database is locked" when another writer is active.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
+        return _sqlite_engine(url, read_only=read_only, **kwargs)
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
 
 
@@ -91,6 +100,15 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        # Reads: on SQLite a second engine whose sessions are read-only and never lock (WAL);
+        # on Postgres readers never block writers anyway (MVCC), so they share the engine.
+        is_file = url.startswith("sqlite") and ":memory:" not in url and url != "sqlite://"
+        self.read_engine = make_engine(url, read_only=True, **engine_kwargs) if is_file else None
+        self.read_sessionmaker = (
+            sessionmaker(self.read_engine, expire_on_commit=False)
+            if self.read_engine is not None
+            else self.sessionmaker
+        )
 
     @property
     def dialect(self) -> str:
@@ -101,11 +119,22 @@ class Database:
         """A new session; use it as a context manager."""
         return self.sessionmaker()
 
+    def read_session(self) -> Session:
+        """A new session for reads only: on SQLite it cannot write and takes no lock."""
+        return self.read_sessionmaker()
+
     def sessions(self) -> Iterator[Session]:
         """Yield one session and close it afterwards (for FastAPI dependencies)."""
         with self.sessionmaker() as s:
             yield s
 
+    def read_sessions(self) -> Iterator[Session]:
+        """Yield one read-only session and close it afterwards (GET requests)."""
+        with self.read_sessionmaker() as s:
+            yield s
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self.read_engine is not None:
+            self.read_engine.dispose()
