@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 
-
 READ_METHODS = frozenset({"GET", "HEAD"})
 
 
