@@ -15,7 +15,7 @@ from backend import migrate
 from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
-from backend.db import Database
+from backend.db import Database, with_retries
 from backend.ett.service import make_recompute_worker, recompute_jobs
 from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
@@ -110,8 +110,16 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
         return None
 
     def hook(job_ids: list[str]) -> None:
-        with db.session() as s:
-            recompute_jobs(db_session=s, job_ids=job_ids, settings=settings)
-            s.commit()
+        # The events are stored already: a recompute that fails here leaves the jobs marked
+        # for the recompute worker (and its quarantine) rather than failing the batch.
+        try:
+            with db.session() as s:
+                with_retries(
+                    s,
+                    lambda: recompute_jobs(db_session=s, job_ids=job_ids, settings=settings),
+                    retries=settings.ingest_retries,
+                )
+        except Exception:  # noqa: BLE001 - never answer 5xx for events already stored
+            log.warning("inline recompute of %d jobs failed; left to the worker", len(job_ids))
 
     return hook

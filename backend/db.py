@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Engine, MetaData, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -69,6 +71,8 @@ def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
 
 
+T = TypeVar("T")
+
 # Postgres SQLSTATEs of transactions worth running again: serialization failure, deadlock.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
@@ -79,6 +83,28 @@ def is_retryable(err: BaseException) -> bool:
     if getattr(orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
         return True
     return isinstance(err, OperationalError) and "database is locked" in str(err)
+
+
+def with_retries(db_session: Session, work: Callable[[], T], *, retries: int = 5) -> T:
+    """Run work() and commit; on a deadlock or serialization failure roll back and run it again.
+
+    At most `retries` reruns, with jittered exponential backoff; any other error rolls back
+    and is raised at once, as is the last concurrency failure.
+    """
+    for attempt in range(retries + 1):
+        try:
+            out = work()
+            db_session.commit()
+            return out
+        except DBAPIError as err:
+            db_session.rollback()
+            if not is_retryable(err) or attempt == retries:
+                raise
+            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+        except BaseException:
+            db_session.rollback()
+            raise
+    raise AssertionError("unreachable")
 
 
 def insert_for(session_or_engine: Session | Engine, table: Any) -> Any:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import case, func, select, text
+from sqlalchemy import case, func, select, text, update
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
@@ -244,19 +244,22 @@ def _mark_jobs(
         if model is not None and model not in owners:
             owners[model] = None
     if owners:
+        # Insert new models without touching known ones, then change an owner only where it
+        # differs: a known model's row is not locked, so this batch and a recompute (which
+        # holds its job, then ensures its model) never wait on each other in a cycle.
         mt = Model.__table__
-        stmt = insert_for(db_session, mt)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["name"],
-            set_={"owner": func.coalesce(stmt.excluded.owner, mt.c.owner)},
-        )
         db_session.execute(
-            stmt,
+            insert_for(db_session, mt).on_conflict_do_nothing(index_elements=["name"]),
             [
                 {"name": m, "owner": o, "labels": {}, "created_at": now}
                 for m, o in sorted(owners.items())
             ],
         )
+        for m, o in sorted(owners.items()):
+            if o is not None:
+                db_session.execute(
+                    update(mt).where(mt.c.name == m, mt.c.owner.is_distinct_from(o)).values(owner=o)
+                )
     job_ids = sorted(last_seen)  # a fixed order, so concurrent batches lock rows alike
     if not job_ids:
         return job_ids

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 from typing import Any
 
 import orjson
@@ -16,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
-from backend.db import is_retryable
+from backend.db import is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.timefmt import rfc3339
 from ingest import service
@@ -177,24 +175,6 @@ def _store(
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
     return result
-
-
-def with_retries(db_session: Any, work: Any, *, retries: int) -> Any:
-    """Run work() and commit; on a deadlock or serialization failure roll back and run it again."""
-    for attempt in range(retries + 1):
-        try:
-            out = work()
-            db_session.commit()
-            return out
-        except DBAPIError as err:
-            db_session.rollback()
-            if not is_retryable(err) or attempt == retries:
-                raise
-            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
-        except BaseException:
-            db_session.rollback()
-            raise
-    raise AssertionError("unreachable")
 
 
 def _store_each(
