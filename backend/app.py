@@ -16,7 +16,7 @@ from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database, with_retries
-from backend.ett.service import make_recompute_worker, recompute_jobs
+from backend.ett.service import make_recompute_worker, recompute_isolated, recompute_jobs
 from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
 
@@ -73,6 +73,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
     )
+    _plain_validation_errors(app)
     app.state.settings = settings
     app.state.db = db
     app.state.on_ingested = _ingest_hook(settings, db)
@@ -100,6 +101,30 @@ def create_app(
     return app
 
 
+def _plain_validation_errors(app: FastAPI) -> None:
+    """Document 422 answers as they are: `{"detail": "<words>"}` (not FastAPI's error list)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            schemas = doc.get("components", {}).get("schemas", {})
+            if "HTTPValidationError" in schemas:
+                schemas["HTTPValidationError"] = {
+                    "title": "HTTPValidationError",
+                    "type": "object",
+                    "properties": {
+                        "detail": {"type": "string", "description": "what is wrong, in words"},
+                        "errors": {"type": "array", "items": {"type": "object"}},
+                    },
+                    "required": ["detail"],
+                }
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _jsonable(errors: list[Any]) -> list[dict[str, Any]]:
     return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg"))} for e in errors]
 
@@ -112,14 +137,21 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
     def hook(job_ids: list[str]) -> None:
         # The events are stored already: a recompute that fails here leaves the jobs marked
         # for the recompute worker (and its quarantine) rather than failing the batch.
-        try:
-            with db.session() as s:
+        with db.session() as s:
+            try:
                 with_retries(
                     s,
                     lambda: recompute_jobs(db_session=s, job_ids=job_ids, settings=settings),
                     retries=settings.ingest_retries,
                 )
-        except Exception:  # noqa: BLE001 - never answer 5xx for events already stored
-            log.warning("inline recompute of %d jobs failed; left to the worker", len(job_ids))
+                return
+            except Exception:  # noqa: BLE001 - never answer 5xx for events already stored
+                s.rollback()
+            try:
+                # One job at a time: the ones that fail are quarantined, the others computed.
+                recompute_isolated(db_session=s, job_ids=job_ids, settings=settings)
+            except Exception:  # noqa: BLE001 - the worker picks up what is still marked
+                s.rollback()
+                log.warning("inline recompute of %d jobs failed; left to the worker", len(job_ids))
 
     return hook

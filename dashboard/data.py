@@ -20,6 +20,7 @@ from backend.compare import service as compare_service
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
+from backend.jobs import quarantine
 from backend.owners import service as owners_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
@@ -111,10 +112,30 @@ def component_owners() -> dict[str, str]:
 # ---------------------------------------------------------------- jobs
 
 
+class JobUncomputable(Exception):
+    """A job whose answer cannot be computed; str() is the error (it is quarantined)."""
+
+
 def job_result(job_id: str) -> dict[str, Any] | None:
-    """One job's answer, as GET /api/v1/jobs/{job_id}/ett gives it (times as epoch seconds)."""
+    """One job's answer, as GET /api/v1/jobs/{job_id}/ett gives it (times as epoch seconds).
+
+    Raises JobUncomputable with the error when its computation fails.
+    """
     with read_session() as s:
-        return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+        try:
+            return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+        except Exception as err:  # noqa: BLE001 - shown on the page, never a server error
+            s.rollback()
+            held = quarantine.status(db_session=s, job_id=job_id)
+            raise JobUncomputable(
+                held["error"] if held else quarantine.describe_error(err)
+            ) from None
+
+
+def job_quarantine(job_id: str) -> dict[str, Any] | None:
+    """A job's quarantine (error, failures, next try as epoch seconds), or None."""
+    with read_session() as s:
+        return quarantine.status(db_session=s, job_id=job_id)
 
 
 def critical_path(job_id: str) -> dict[str, Any] | None:
