@@ -10,13 +10,15 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate
 from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
-from backend.db import Database, with_retries
+from backend.db import Database, is_retryable, with_retries
 from backend.ett.service import make_recompute_worker, recompute_isolated, recompute_jobs
+from backend.jobs.quarantine import describe_error
 from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
 
@@ -84,6 +86,24 @@ def create_app(
             status_code=422,
             content={"detail": _describe_validation(err), "errors": _jsonable(err.errors())},
         )
+
+    @app.exception_handler(DBAPIError)
+    async def _database_refused(_request: Request, err: DBAPIError) -> JSONResponse:
+        # The net under every route: what the database refuses is the client's 4xx (a value it
+        # cannot hold) or a 503 to retry (a concurrency conflict), never a bare 500.
+        if is_retryable(err):
+            return JSONResponse(
+                status_code=503,
+                content={"detail": "the database is busy with conflicting writes; retry"},
+                headers={"Retry-After": "1"},
+            )
+        if isinstance(err, DataError):
+            return JSONResponse(
+                status_code=422,
+                content={"detail": f"a value cannot be stored: {describe_error(err)}"},
+            )
+        log.error("database error: %s", describe_error(err))
+        return JSONResponse(status_code=500, content={"detail": "internal database error"})
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> JSONResponse:

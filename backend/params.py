@@ -12,6 +12,7 @@ import contextvars
 import csv
 import io
 import time
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -129,6 +130,31 @@ def _query_params(dependant: Any) -> dict[str, Any]:
     return out
 
 
+def _path_params(dependant: Any) -> dict[str, Any]:
+    out = {p.alias: p for p in getattr(dependant, "path_params", ())}
+    for sub in getattr(dependant, "dependencies", ()):
+        out.update(_path_params(sub))
+    return out
+
+
+def _is_int(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    return int in typing.get_args(annotation) and str not in typing.get_args(annotation)
+
+
+MAX_INT = 2**63 - 1
+
+
+def _check_int_range(name: str, raw: str) -> None:
+    try:
+        value = int(raw)
+    except ValueError:
+        return  # not an integer: the view's validation answers 422
+    if not -MAX_INT <= value <= MAX_INT:
+        raise HTTPException(422, f"{name}: {raw} is out of range (integers are 64-bit)")
+
+
 def _route_default(declared: dict[str, Any], name: str) -> str | None:
     param = declared.get(name)
     default = param.field_info.default if param is not None else None
@@ -162,10 +188,21 @@ async def enforce_read_bounds(request: Request) -> None:
     params = request.query_params
     route = request.scope.get("route")
     declared = _query_params(getattr(route, "dependant", None))
+    for name, raw in [*params.multi_items(), *request.path_params.items()]:
+        if isinstance(raw, str) and "\x00" in raw:
+            raise HTTPException(
+                422, f"{name}: contains a NUL character (%00), which text cannot hold"
+            )
+    for name, param in _path_params(getattr(route, "dependant", None)).items():
+        if _is_int(param.field_info.annotation) and name in request.path_params:
+            _check_int_range(name, str(request.path_params[name]))
     pairs: dict[str, dict[str, float]] = {}
     for key in params:
         if declared and key not in declared:
             continue  # the route ignores it
+        if key in declared and _is_int(declared[key].field_info.annotation):
+            for raw in params.getlist(key):
+                _check_int_range(key, raw)
         for raw in params.getlist(key):
             _check_int(key, raw, b)
         for suffix in ("start", "end"):
