@@ -181,6 +181,7 @@ async def enforce_read_bounds(request: Request) -> None:
 
     Query parameters named `start`/`end` (or `<x>_start`/`<x>_end`) are times; a pair shares
     its prefix; an absent end is now. `limit`/`*_limit` and `offset`/`*_offset` are capped.
+    No parameter may hold a NUL; integer parameters must fit 64 bits.
     """
     settings = getattr(request.app.state, "settings", None)
     b = ReadBounds.from_settings(settings) if settings is not None else ReadBounds()
@@ -200,11 +201,10 @@ async def enforce_read_bounds(request: Request) -> None:
     for key in params:
         if declared and key not in declared:
             continue  # the route ignores it
-        if key in declared and _is_int(declared[key].field_info.annotation):
-            for raw in params.getlist(key):
-                _check_int_range(key, raw)
         for raw in params.getlist(key):
             _check_int(key, raw, b)
+            if key in declared and _is_int(declared[key].field_info.annotation):
+                _check_int_range(key, raw)
         for suffix in ("start", "end"):
             if key == suffix or key.endswith("_" + suffix):
                 value = _query_time(params[key])
