@@ -249,48 +249,58 @@ def _describe(err: ValidationError) -> str:
 def _text_error(text: str) -> str | None:
     if "\x00" in text:
         return "contains a NUL character (\\u0000), which text cannot hold; remove it"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "contains a lone UTF-16 surrogate (invalid Unicode); send valid UTF-8 text"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone UTF-16 surrogate (invalid Unicode); send valid UTF-8 text"
     return None
 
 
 def _value_error(value: Any, path: str, depth: int) -> str | None:
     """The first value no database or computation can take, as '<field>: <why>'; else None."""
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         why = _text_error(value)
         return f"{path}: {why}" if why else None
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, float):
+    if kind is float:
         return None if math.isfinite(value) else f"{path}: {value} is not a finite number"
-    if isinstance(value, int):
+    if kind is int:
         return None if -MAX_INT <= value <= MAX_INT else f"{path}: integer out of 64-bit range"
-    if depth >= MAX_DEPTH and isinstance(value, dict | list):
-        return f"{path}: nested deeper than {MAX_DEPTH} levels"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and (why := _text_error(key)):
-                return f"{path}: a key {why}"
-            found = _value_error(item, f"{path}.{key}", depth + 1)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found = _value_error(item, f"{path}[{i}]", depth + 1)
-            if found:
-                return found
+    if kind is bool or value is None:
+        return None
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            return f"{path}: nested deeper than {MAX_DEPTH} levels"
+        if kind is dict:
+            for key, item in value.items():
+                if type(key) is str and (why := _text_error(key)):
+                    return f"{path}: a key {why}"
+                found = _value_error(item, f"{path}.{key}", depth + 1)
+                if found:
+                    return found
+        else:
+            for i, item in enumerate(value):
+                found = _value_error(item, f"{path}[{i}]", depth + 1)
+                if found:
+                    return found
     return None
 
 
 def check_values(raw: dict[str, Any]) -> None:
     """Refuse text with NUL or lone surrogates, non-finite or huge numbers, deep nesting."""
     for key, value in raw.items():
-        name = key if isinstance(key, str) and _text_error(key) is None else "event"
-        if name == "event" and isinstance(key, str):
-            raise EventError(f"event: a field name {_text_error(key)}")
-        found = _value_error(value, name, 1)
+        if isinstance(key, str) and (why := _text_error(key)):
+            raise EventError(f"event: a field name {why}")
+        kind = type(value)
+        # The common case first: a plain ASCII string, a finite float, an int in range.
+        if kind is str and value.isascii() and "\x00" not in value:
+            continue
+        if kind is float and math.isfinite(value):
+            continue
+        if kind is int and -MAX_INT <= value <= MAX_INT:
+            continue
+        found = _value_error(value, str(key), 1)
         if found:
             raise EventError(found)
 
