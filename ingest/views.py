@@ -113,6 +113,7 @@ _BODY_DOC = {
         403: {"description": "token not allowed for this job's model"},
         413: {"description": "over 10,000 events or 5 MiB"},
         415: {"description": "not application/json"},
+        503: {"description": "concurrency conflicts outlasted the retries: nothing stored, resend"},
     },
 )
 async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:

@@ -332,6 +332,7 @@ def recompute_all(
     from tqdm import tqdm
 
     ids = job_ids if job_ids is not None else all_job_ids(db_session=db_session)
+    held = quarantine.quarantined(db_session=db_session, job_ids=ids)
     db_session.commit()
     custom = custom_phases_for(db_session=db_session, settings=settings)
     done = 0
@@ -339,6 +340,8 @@ def recompute_all(
         result = recompute_job(
             db_session=db_session, job_id=job_id, settings=settings, now=now, custom_phases=custom
         )
+        if job_id in held:
+            quarantine.release(db_session=db_session, job_ids=[job_id])
         db_session.commit()
         if result is not None:
             done += 1

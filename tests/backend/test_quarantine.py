@@ -245,3 +245,15 @@ def test_job_page_shows_the_quarantine(database, settings) -> None:
     assert block is not None
     text_ = str(block.children)
     assert error in text_ and "failed 1 times" in text_ and "next try" in text_
+
+
+def test_ett_recompute_takes_a_fixed_job_out_of_quarantine(database, settings) -> None:
+    _poison_trigger(database)
+    _store_behind_ingest(database, {"poison-r": _good_job("poison-r")})
+    with database.session() as s:
+        service.recompute_dirty(db_session=s, settings=settings, now=T0)
+        assert s.get(JobQuarantine, "poison-r") is not None
+    _drop_poison_trigger(database)
+    with database.session() as s:
+        assert service.recompute_all(db_session=s, settings=settings, progress=False) == 1
+        assert s.get(JobQuarantine, "poison-r") is None
