@@ -16,6 +16,7 @@ from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
 from backend.db import is_retryable, with_retries
 from backend.deps import SessionDep
+from backend.jobs.quarantine import describe_error
 from backend.timefmt import rfc3339
 from ingest import service
 
@@ -171,7 +172,11 @@ def _store(
         if is_retryable(err):
             raise _busy(err) from None
         # A value the validation let through and the database refused: store what it takes.
-        log.warning("batch of %d events failed (%s); storing them one by one", len(events), err)
+        log.warning(
+            "batch of %d events failed (%s); storing them one by one",
+            len(events),
+            describe_error(err),
+        )
         result = _store_each(db_session, events, token, window, settings.ingest_retries)
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
@@ -226,11 +231,11 @@ def _store_each(
 
 
 def _busy(err: Exception) -> HTTPException:
-    log.warning("batch gave up after retries on a concurrency conflict: %s", err)
+    log.warning("batch gave up after retries on a concurrency conflict: %s", describe_error(err))
     return HTTPException(
         503,
-        "the database is busy with conflicting writes; nothing of this batch was stored, "
-        "send it again",
+        "the database is busy with conflicting writes; send the batch again (events already "
+        "stored are counted as duplicates)",
         headers={"Retry-After": "1"},
     )
 
