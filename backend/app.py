@@ -16,9 +16,8 @@ from backend import migrate
 from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
-from backend.db import Database, is_retryable, with_retries
+from backend.db import Database, describe_error, is_retryable, with_retries
 from backend.ett.service import make_recompute_worker, recompute_isolated, recompute_jobs
-from backend.jobs.quarantine import describe_error
 from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
 

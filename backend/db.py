@@ -85,6 +85,13 @@ def is_retryable(err: BaseException) -> bool:
     return isinstance(err, OperationalError) and "database is locked" in str(err)
 
 
+def describe_error(err: BaseException, limit: int = 1_000) -> str:
+    """A short, one-line account of a failure (never a whole SQL statement and its parameters)."""
+    cause = getattr(err, "orig", None) or err
+    first = (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {first}"[:limit]
+
+
 def with_retries(db_session: Session, work: Callable[[], T], *, retries: int = 5) -> T:
     """Run work() and commit; on a deadlock or serialization failure roll back and run it again.
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from backend.advice import service as advice_service
 from backend.alerts import service as alerts_service
 from backend.compare import service as compare_service
+from backend.db import describe_error
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
@@ -127,9 +128,7 @@ def job_result(job_id: str) -> dict[str, Any] | None:
         except Exception as err:  # noqa: BLE001 - shown on the page, never a server error
             s.rollback()
             held = quarantine.status(db_session=s, job_id=job_id)
-            raise JobUncomputable(
-                held["error"] if held else quarantine.describe_error(err)
-            ) from None
+            raise JobUncomputable(held["error"] if held else describe_error(err)) from None
 
 
 def job_quarantine(job_id: str) -> dict[str, Any] | None:

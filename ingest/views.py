@@ -14,9 +14,8 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
-from backend.db import is_retryable, with_retries
+from backend.db import describe_error, is_retryable, with_retries
 from backend.deps import SessionDep
-from backend.jobs.quarantine import describe_error
 from backend.timefmt import rfc3339
 from ingest import service
 

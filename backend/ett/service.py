@@ -18,7 +18,7 @@ from sqlalchemy import Text, and_, cast, delete, func, insert, or_, select, upda
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import Database, insert_for
+from backend.db import Database, describe_error, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet.service import refresh_job_rollups
@@ -268,7 +268,7 @@ def recompute_isolated(
             quarantine.record_failure(
                 db_session=db_session,
                 job_id=job_id,
-                error=quarantine.describe_error(err),
+                error=describe_error(err),
                 now=time.time() if now is None else now,
                 settings=settings,
             )

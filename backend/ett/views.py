@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from backend.auth.deps import ReadAccess
+from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
 from backend.ett import service
 from backend.jobs import quarantine
@@ -116,7 +117,7 @@ def get_job_ett(
     except Exception as err:  # noqa: BLE001 - an uncomputable job is a 422, never a 500
         db_session.rollback()
         held = quarantine.status(db_session=db_session, job_id=job_id)
-        error = held["error"] if held else quarantine.describe_error(err)
+        error = held["error"] if held else describe_error(err)
         return JSONResponse(
             status_code=422,
             content={

@@ -19,15 +19,6 @@ from backend.jobs.models import JobQuarantine
 
 log = logging.getLogger("ett.quarantine")
 
-MAX_ERROR_CHARS = 1_000
-
-
-def describe_error(err: BaseException) -> str:
-    """A short, one-line account of a failure (never a whole SQL statement and its parameters)."""
-    cause = getattr(err, "orig", None) or err
-    first = (str(cause).strip().splitlines() or [""])[0]
-    return f"{type(cause).__name__}: {first}"[:MAX_ERROR_CHARS]
-
 
 def backoff_s(failures: int, settings: Settings | None) -> float:
     """Seconds until the next try after `failures` failures: doubling, capped."""
