@@ -7,17 +7,19 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate
 from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
-from backend.db import Database
-from backend.ett.service import make_recompute_worker, recompute_jobs
+from backend.db import Database, describe_error, is_retryable, with_retries
+from backend.ett.service import make_recompute_worker, recompute_isolated, recompute_jobs
 from backend.exporter.views import install_metrics
+from backend.params import enforce_read_bounds
 from dashboard.app import mount_dashboard
 
 log = logging.getLogger("ett")
@@ -73,6 +75,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
     )
+    _plain_validation_errors(app)
     app.state.settings = settings
     app.state.db = db
     app.state.on_ingested = _ingest_hook(settings, db)
@@ -84,6 +87,24 @@ def create_app(
             content={"detail": _describe_validation(err), "errors": _jsonable(err.errors())},
         )
 
+    @app.exception_handler(DBAPIError)
+    async def _database_refused(_request: Request, err: DBAPIError) -> JSONResponse:
+        # The net under every route: what the database refuses is the client's 4xx (a value it
+        # cannot hold) or a 503 to retry (a concurrency conflict), never a bare 500.
+        if is_retryable(err):
+            return JSONResponse(
+                status_code=503,
+                content={"detail": "the database is busy with conflicting writes; retry"},
+                headers={"Retry-After": "1"},
+            )
+        if isinstance(err, DataError):
+            return JSONResponse(
+                status_code=422,
+                content={"detail": f"a value cannot be stored: {describe_error(err)}"},
+            )
+        log.error("database error: %s", describe_error(err))
+        return JSONResponse(status_code=500, content={"detail": "internal database error"})
+
     @app.get("/healthz", tags=["health"])
     def healthz() -> JSONResponse:
         """Liveness and readiness: the database answers and its schema is at head."""
@@ -93,11 +114,36 @@ def create_app(
             return JSONResponse(status_code=503, content={"status": "error", "detail": str(err)})
         return JSONResponse({"status": "ok", "database": db.dialect, "schema": sorted(current)})
 
-    app.include_router(api_router, prefix="/api/v1")
+    # Every API route is held to the read bounds (backend/params.py), new ones included.
+    app.include_router(api_router, prefix="/api/v1", dependencies=[Depends(enforce_read_bounds)])
     install_metrics(app, settings, db)
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)
     return app
+
+
+def _plain_validation_errors(app: FastAPI) -> None:
+    """Document 422 answers as they are: `{"detail": "<words>"}` (not FastAPI's error list)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            schemas = doc.get("components", {}).get("schemas", {})
+            if "HTTPValidationError" in schemas:
+                schemas["HTTPValidationError"] = {
+                    "title": "HTTPValidationError",
+                    "type": "object",
+                    "properties": {
+                        "detail": {"type": "string", "description": "what is wrong, in words"},
+                        "errors": {"type": "array", "items": {"type": "object"}},
+                    },
+                    "required": ["detail"],
+                }
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _jsonable(errors: list[Any]) -> list[dict[str, Any]]:
@@ -110,8 +156,23 @@ def _ingest_hook(settings: Settings, db: Database) -> Callable[[list[str]], None
         return None
 
     def hook(job_ids: list[str]) -> None:
+        # The events are stored already: a recompute that fails here leaves the jobs marked
+        # for the recompute worker (and its quarantine) rather than failing the batch.
         with db.session() as s:
-            recompute_jobs(db_session=s, job_ids=job_ids, settings=settings)
-            s.commit()
+            try:
+                with_retries(
+                    s,
+                    lambda: recompute_jobs(db_session=s, job_ids=job_ids, settings=settings),
+                    retries=settings.ingest_retries,
+                )
+                return
+            except Exception:  # noqa: BLE001 - never answer 5xx for events already stored
+                s.rollback()
+            try:
+                # One job at a time: the ones that fail are quarantined, the others computed.
+                recompute_isolated(db_session=s, job_ids=job_ids, settings=settings)
+            except Exception:  # noqa: BLE001 - the worker picks up what is still marked
+                s.rollback()
+                log.warning("inline recompute of %d jobs failed; left to the worker", len(job_ids))
 
     return hook

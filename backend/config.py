@@ -43,6 +43,20 @@ class Settings(BaseSettings):
     log_level: str = "info"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
+    # Read bounds (SPEC: every read is bounded; over a bound the API answers 422 naming it).
+    max_series_points: int = 1_000  # buckets in one series: day -> 1,000 days, week -> 7,000
+    max_range_days: float = 3_660.0  # any range without a bucket (lost, models, jobs, ...)
+    max_page_limit: int = 5_000  # the largest `limit` (or `*_limit`) a read accepts
+    max_offset: int = 1_000_000  # the largest `offset`: page with filters beyond it
+    max_rows: int = 10_000  # rows in one answer or CSV export
+    # Times an event may carry, and reads may name, in epoch seconds (2000-01-01 .. 2100-01-01).
+    event_time_min: float = 946_684_800.0
+    event_time_max: float = 4_102_444_800.0
+    # Ingest: retries of a batch whose transaction hit a deadlock or serialization failure.
+    ingest_retries: int = 5
+    # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
+    quarantine_backoff_s: float = 30.0
+    quarantine_backoff_max_s: float = 3_600.0
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:

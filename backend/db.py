@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Engine, MetaData, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -28,35 +31,87 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine with the right options for SQLite or a server database."""
+def _sqlite_engine(url: str, *, read_only: bool, **kwargs: Any) -> Engine:
+    """A SQLite engine in WAL mode: writers take the lock up front, readers never take it."""
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy emit BEGIN itself (pysqlite's own transaction handling is off).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        if read_only:
+            cur.execute("PRAGMA query_only=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn: Any) -> None:
+        # A writer takes the write lock up front: a deferred transaction that later writes
+        # fails at once with "database is locked" when another writer is active. A reader
+        # begins deferred: in WAL mode it reads a snapshot and blocks nobody, nor waits.
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> Engine:
+    """Create an engine with the right options for SQLite or a server database.
+
+    read_only (SQLite): sessions that can only read and never take the write lock.
+    """
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
-        )
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            # Let SQLAlchemy emit BEGIN itself (pysqlite's own transaction handling is off).
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _sqlite_begin(conn: Any) -> None:
-            # Take the write lock up front: a deferred transaction that later writes fails
-            # at once with "database is locked" when another writer is active.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
+        return _sqlite_engine(url, read_only=read_only, **kwargs)
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
+
+
+T = TypeVar("T")
+
+# Postgres SQLSTATEs of transactions worth running again: serialization failure, deadlock.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True for a transaction that failed only because of concurrency (run it again)."""
+    orig = getattr(err, "orig", None)
+    if getattr(orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
+        return True
+    return isinstance(err, OperationalError) and "database is locked" in str(err)
+
+
+def describe_error(err: BaseException, limit: int = 1_000) -> str:
+    """A short, one-line account of a failure (never a whole SQL statement and its parameters)."""
+    cause = getattr(err, "orig", None) or err
+    first = (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {first}"[:limit]
+
+
+def with_retries(db_session: Session, work: Callable[[], T], *, retries: int = 5) -> T:
+    """Run work() and commit; on a deadlock or serialization failure roll back and run it again.
+
+    At most `retries` reruns, with jittered exponential backoff; any other error rolls back
+    and is raised at once, as is the last concurrency failure.
+    """
+    for attempt in range(retries + 1):
+        try:
+            out = work()
+            db_session.commit()
+            return out
+        except DBAPIError as err:
+            db_session.rollback()
+            if not is_retryable(err) or attempt == retries:
+                raise
+            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+        except BaseException:
+            db_session.rollback()
+            raise
+    raise AssertionError("unreachable")
 
 
 def insert_for(session_or_engine: Session | Engine, table: Any) -> Any:
@@ -78,6 +133,15 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        # Reads: on SQLite a second engine whose sessions are read-only and never lock (WAL);
+        # on Postgres readers never block writers anyway (MVCC), so they share the engine.
+        is_file = url.startswith("sqlite") and ":memory:" not in url and url != "sqlite://"
+        self.read_engine = make_engine(url, read_only=True, **engine_kwargs) if is_file else None
+        self.read_sessionmaker = (
+            sessionmaker(self.read_engine, expire_on_commit=False)
+            if self.read_engine is not None
+            else self.sessionmaker
+        )
 
     @property
     def dialect(self) -> str:
@@ -88,11 +152,22 @@ class Database:
         """A new session; use it as a context manager."""
         return self.sessionmaker()
 
+    def read_session(self) -> Session:
+        """A new session for reads only: on SQLite it cannot write and takes no lock."""
+        return self.read_sessionmaker()
+
     def sessions(self) -> Iterator[Session]:
         """Yield one session and close it afterwards (for FastAPI dependencies)."""
         with self.sessionmaker() as s:
             yield s
 
+    def read_sessions(self) -> Iterator[Session]:
+        """Yield one read-only session and close it afterwards (GET requests)."""
+        with self.read_sessionmaker() as s:
+            yield s
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self.read_engine is not None:
+            self.read_engine.dispose()

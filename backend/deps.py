@@ -10,10 +10,19 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 
+READ_METHODS = frozenset({"GET", "HEAD"})
+
 
 def get_db(request: Request) -> Iterator[Session]:
-    """One session per request, from the app's database."""
-    yield from request.app.state.db.sessions()
+    """One session per request, from the app's database: read-only for GET and HEAD.
+
+    A GET that must write (rare: bookkeeping) opens its own `request.app.state.db.session()`.
+    """
+    db = request.app.state.db
+    if request.method in READ_METHODS:
+        yield from db.read_sessions()
+    else:
+        yield from db.sessions()
 
 
 def get_settings_dep(request: Request) -> Settings:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 import dash
 from a2wsgi import WSGIMiddleware
 from dash import Dash, Input, Output, callback, dcc, html
+from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -84,6 +85,9 @@ def get_dash_app() -> Dash:
                 suppress_callback_exceptions=True,
                 serve_locally=True,
             )
+            # A path under /_dash-component-suites that names no file of a registered library
+            # (`..`, an unknown package) is a 404, not a server error.
+            app.server.register_error_handler(DependencyException, _not_a_component_file)
             # Published before the pages are imported: importing one re-enters here
             # (dashboard.pages builds the app first, since register_page needs it).
             _app = app
@@ -95,6 +99,11 @@ def get_dash_app() -> Dash:
                 _app = None
                 raise
         return _app
+
+
+def _not_a_component_file(err: Exception) -> tuple[dict[str, str], int]:
+    first = (str(err).strip().splitlines() or ["not found"])[0]
+    return {"detail": f"no such dashboard file: {first[:200]}"}, 404
 
 
 def mount_dashboard(app: FastAPI, *, settings: Settings, database: Database) -> None:

@@ -151,6 +151,10 @@ def filter_bar(
             style={} if show_bucket else {"display": "none"},
         )
     )
+    if filters.notice:
+        controls.append(
+            html.Div(filters.notice, id=f"{prefix}-filter-notice", className="ett-filter-notice")
+        )
     return html.Div(controls, className="ett-filters", id=f"{prefix}-filters")
 
 

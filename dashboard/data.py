@@ -17,9 +17,11 @@ from sqlalchemy.orm import Session
 from backend.advice import service as advice_service
 from backend.alerts import service as alerts_service
 from backend.compare import service as compare_service
+from backend.db import describe_error
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
+from backend.jobs import quarantine
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
 from backend.workloads import service as workloads_service
@@ -35,8 +37,15 @@ T = TypeVar("T")
 
 @contextmanager
 def session() -> Iterator[Session]:
-    """A session on the request's database."""
+    """A session on the request's database (for writes: the owner actions)."""
     with current().database.session() as s:
+        yield s
+
+
+@contextmanager
+def read_session() -> Iterator[Session]:
+    """A read-only session on the request's database (never waits for the recompute writer)."""
+    with current().database.read_session() as s:
         yield s
 
 
@@ -65,7 +74,7 @@ def _labels(filters: Filters) -> dict[str, str] | None:
 
 def _or_none(fn: Callable[..., T], **kw: Any) -> T | None:
     """`fn(db_session=..., **kw)` in a fresh session, or None when it raises LookupError."""
-    with session() as s:
+    with read_session() as s:
         try:
             return fn(db_session=s, **kw)
         except LookupError:
@@ -77,7 +86,7 @@ def _or_none(fn: Callable[..., T], **kw: Any) -> T | None:
 
 def model_owners() -> dict[str, str | None]:
     """Model name -> owning team, for every model the system knows."""
-    with session() as s:
+    with read_session() as s:
         return fleet_service.model_owners(db_session=s)
 
 
@@ -95,7 +104,7 @@ def owner_names() -> list[str]:
 
 def component_owners() -> dict[str, str]:
     """Component (and phase) -> owning team, from the owner mapping in force."""
-    with session() as s:
+    with read_session() as s:
         mapping = owners_service.current_mapping(db_session=s, settings=current().settings)
     out = {comp: e.owner for comp, e in mapping.components.items() if e.owner}
     out.update({phase: e.owner for phase, e in mapping.phases.items() if e.owner})
@@ -105,10 +114,28 @@ def component_owners() -> dict[str, str]:
 # ---------------------------------------------------------------- jobs
 
 
+class JobUncomputable(Exception):
+    """A job whose answer cannot be computed; str() is the error (it is quarantined)."""
+
+
 def job_result(job_id: str) -> dict[str, Any] | None:
-    """One job's answer, as GET /api/v1/jobs/{job_id}/ett gives it (times as epoch seconds)."""
-    with session() as s:
-        return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+    """One job's answer, as GET /api/v1/jobs/{job_id}/ett gives it (times as epoch seconds).
+
+    Raises JobUncomputable with the error when its computation fails.
+    """
+    with read_session() as s:
+        try:
+            return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+        except Exception as err:  # noqa: BLE001 - shown on the page, never a server error
+            s.rollback()
+            held = quarantine.status(db_session=s, job_id=job_id)
+            raise JobUncomputable(held["error"] if held else describe_error(err)) from None
+
+
+def job_quarantine(job_id: str) -> dict[str, Any] | None:
+    """A job's quarantine (error, failures, next try as epoch seconds), or None."""
+    with read_session() as s:
+        return quarantine.status(db_session=s, job_id=job_id)
 
 
 def critical_path(job_id: str) -> dict[str, Any] | None:
@@ -124,7 +151,7 @@ def jobs_frame(
     sort: str = "-submitted_at",
 ) -> pd.DataFrame:
     """Jobs whose wall time meets the range (GET /api/v1/jobs), newest first by default."""
-    with session() as s:
+    with read_session() as s:
         rows, _total = ett_service.list_jobs(
             db_session=s,
             model=model or filters.model,
@@ -159,7 +186,7 @@ def jobs_frame(
 def job_summaries(job_ids: list[str]) -> pd.DataFrame:
     """Per job: its L2 components (seconds), the four L1 lost parts, ETT% (compare's summaries)."""
     rows = []
-    with session() as s:
+    with read_session() as s:
         for job_id in job_ids:
             try:
                 summary = compare_service.job_summary(db_session=s, job_id=job_id)
@@ -234,7 +261,7 @@ def _owner_components(s: Session, filters: Filters) -> pd.DataFrame:
 
 def owner_components(filters: Filters) -> pd.DataFrame:
     """Lost GPU-hours per owning team and component in the range (empty on a LookupError)."""
-    with session() as s:
+    with read_session() as s:
         try:
             return _owner_components(s, filters)
         except LookupError:
@@ -245,7 +272,7 @@ def fleet_view(filters: Filters) -> FleetView:
     """Headline, ETT% trend, lost GPU-hours by component and owner, NoF per job, regressions."""
     scope = {"model": filters.model, "owner": filters.owner, "labels": _labels(filters)}
     span = filters.end_ts - filters.start_ts
-    with session() as s:
+    with read_session() as s:
         try:
             ett = fleet_service.fleet_ett(
                 db_session=s,
@@ -328,7 +355,7 @@ def fleet_view(filters: Filters) -> FleetView:
 
 def models_table(filters: Filters) -> pd.DataFrame:
     """Every model with its ETT% in the range, trend, owner, jobs, GPU-hours lost (GET /models)."""
-    with session() as s:
+    with read_session() as s:
         rows, _total = workloads_service.list_models(
             db_session=s,
             start=filters.start_ts,
@@ -414,7 +441,7 @@ def alerts_view(
     owner: str | None, now: float, component: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """SLOs, alerts (not inactive) and silences, optionally one owner's (alerts: one component's)."""
-    with session() as s:
+    with read_session() as s:
         slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
         states = [
             a

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from backend.fleet.days import DAY_S
-from backend.params import DEFAULT_DAYS
+from backend.params import DEFAULT_DAYS, ReadBounds
 
 BUCKETS = ("day", "week")
 # Past two months a bar per day is too thin to read: ranges this long default to weeks.
@@ -37,6 +37,26 @@ def _parse_label(value: Any) -> tuple[str, str] | None:
     return (key, val) if key and val else None
 
 
+def _bounded(
+    start: date, end: date, bucket: str, bounds: ReadBounds
+) -> tuple[date, date, str | None]:
+    """The range held to the read bounds (the REST answers 422; a page shortens and says so)."""
+    lo = datetime.fromtimestamp(bounds.time_min, UTC).date()
+    hi = datetime.fromtimestamp(bounds.time_max, UTC).date() - timedelta(days=1)
+    notes = []
+    if start < lo or end > hi or end < lo or start > hi:
+        start, end = min(max(start, lo), hi), min(max(end, lo), hi)
+        notes.append(f"dates held to {lo.isoformat()}..{hi.isoformat()}")
+    max_days = int(bounds.max_days(bucket))
+    if (end - start).days + 1 > max_days:
+        start = end - timedelta(days=max_days - 1)
+        notes.append(
+            f"range shortened to the last {max_days} days, the limit for bucket={bucket} "
+            "(setting ETT_MAX_SERIES_POINTS)"
+        )
+    return start, end, "; ".join(notes) or None
+
+
 @dataclass(frozen=True)
 class Filters:
     """Date range (inclusive UTC days), model, owner, label (key=value) and trend bucket."""
@@ -48,9 +68,17 @@ class Filters:
     label: tuple[str, str] | None = None
     bucket: str = "day"
     extra: dict[str, str] = field(default_factory=dict)
+    # Set when the URL asked for more than the read bounds allow (shown above the page).
+    notice: str | None = None
 
     @classmethod
-    def from_query(cls, query: dict[str, Any], *, today: date | None = None) -> Filters:
+    def from_query(
+        cls,
+        query: dict[str, Any],
+        *,
+        today: date | None = None,
+        bounds: ReadBounds | None = None,
+    ) -> Filters:
         """Parse a page's query arguments; bad or missing values fall back to the defaults."""
         today = today or datetime.now(UTC).date()
         end = _parse_date(query.get("end")) or today
@@ -60,6 +88,7 @@ class Filters:
         bucket = query.get("bucket")
         if bucket not in BUCKETS:
             bucket = auto_bucket(start, end)
+        start, end, notice = _bounded(start, end, bucket, bounds or ReadBounds())
         known = {"start", "end", "model", "owner", "label", "bucket"}
         extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
         return cls(
@@ -70,6 +99,7 @@ class Filters:
             label=_parse_label(query.get("label")),
             bucket=bucket,
             extra=extra,
+            notice=notice,
         )
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired, Union
 
 from pydantic import (
@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
 )
 from typing_extensions import TypedDict
@@ -24,12 +25,26 @@ PHASE_ROOTS = (
     CUSTOM_PREFIX.rstrip("."),
 )
 TIME_FIELDS = ("ts", "start", "end", "blocking_end", "committed")
-# Latest instant we accept: year 2200. Catches milliseconds sent as seconds.
-MAX_EPOCH_S = 7_258_118_400.0
+# The window of instants an event may carry, by default (settings ETT_EVENT_TIME_MIN/MAX):
+# 2000-01-01 .. 2100-01-01 UTC. Catches milliseconds sent as seconds and zeroed clocks.
+MIN_EPOCH_S = 946_684_800.0
+MAX_EPOCH_S = 4_102_444_800.0
+# Deepest nesting of objects/arrays inside one event (a job's config, its labels).
+MAX_DEPTH = 32
+# Integers must fit a signed 64-bit column and a float without overflow.
+MAX_INT = 2**63 - 1
 
 
-def parse_time(value: Any) -> float:
-    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float)."""
+def _utc_day(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d")
+
+
+def parse_time(value: Any, info: ValidationInfo | None = None) -> float:
+    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float).
+
+    The instant must lie in the time window: `info.context["time_window"]` when validating
+    with a context, else MIN_EPOCH_S..MAX_EPOCH_S.
+    """
     if isinstance(value, bool):
         raise ValueError("expected an RFC 3339 time with an offset or epoch seconds, got a boolean")
     if isinstance(value, int | float):
@@ -55,9 +70,12 @@ def parse_time(value: Any) -> float:
         raise ValueError(
             f"expected an RFC 3339 time with an offset or epoch seconds, got {type(value).__name__}"
         )
-    if seconds < 0 or seconds > MAX_EPOCH_S:
+    context = info.context if info is not None else None
+    lo, hi = (context or {}).get("time_window") or (MIN_EPOCH_S, MAX_EPOCH_S)
+    if not lo <= seconds <= hi:
         raise ValueError(
-            f"{seconds!r} is outside 1970..2200 in epoch seconds (milliseconds sent as seconds?)"
+            f"{seconds!r} is outside {_utc_day(lo)}..{_utc_day(hi)} in epoch seconds "
+            "(settings ETT_EVENT_TIME_MIN, ETT_EVENT_TIME_MAX; milliseconds sent as seconds?)"
         )
     return seconds
 
@@ -250,10 +268,73 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def validate_event(raw: Any) -> dict[str, Any]:
-    """Validate one wire event and return its normalized form, or raise EventError."""
+def _text_error(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which text cannot hold; remove it"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone UTF-16 surrogate (invalid Unicode); send valid UTF-8 text"
+    return None
+
+
+def _value_error(value: Any, path: str, depth: int) -> str | None:
+    """The first value no database or computation can take, as '<field>: <why>'; else None."""
+    kind = type(value)
+    if kind is str:
+        why = _text_error(value)
+        return f"{path}: {why}" if why else None
+    if kind is float:
+        return None if math.isfinite(value) else f"{path}: {value} is not a finite number"
+    if kind is int:
+        return None if -MAX_INT <= value <= MAX_INT else f"{path}: integer out of 64-bit range"
+    if kind is bool or value is None:
+        return None
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            return f"{path}: nested deeper than {MAX_DEPTH} levels"
+        if kind is dict:
+            for key, item in value.items():
+                if type(key) is str and (why := _text_error(key)):
+                    return f"{path}: a key {why}"
+                found = _value_error(item, f"{path}.{key}", depth + 1)
+                if found:
+                    return found
+        else:
+            for i, item in enumerate(value):
+                found = _value_error(item, f"{path}[{i}]", depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def check_values(raw: dict[str, Any]) -> None:
+    """Refuse text with NUL or lone surrogates, non-finite or huge numbers, deep nesting."""
+    for key, value in raw.items():
+        if isinstance(key, str) and (why := _text_error(key)):
+            raise EventError(f"event: a field name {why}")
+        kind = type(value)
+        # The common case first: a plain ASCII string, a finite float, an int in range.
+        if kind is str and value.isascii() and "\x00" not in value:
+            continue
+        if kind is float and math.isfinite(value):
+            continue
+        if kind is int and -MAX_INT <= value <= MAX_INT:
+            continue
+        found = _value_error(value, str(key), 1)
+        if found:
+            raise EventError(found)
+
+
+def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Validate one wire event and return its normalized form, or raise EventError.
+
+    `time_window` (epoch seconds, inclusive) overrides the default window for its times.
+    """
     if not isinstance(raw, dict):
         raise EventError(f"event: expected a JSON object, got {type(raw).__name__}")
+    check_values(raw)
     etype = raw.get("type")
     adapter = _ADAPTERS.get(etype) if isinstance(etype, str) else None
     if adapter is None:
@@ -261,7 +342,8 @@ def validate_event(raw: Any) -> dict[str, Any]:
             raise EventError("type: field required")
         raise EventError(f"type: {etype!r} is not one of {', '.join(EVENT_TYPES)}")
     try:
-        event: dict[str, Any] = adapter.validate_python(raw)
+        context = {"time_window": time_window} if time_window else None
+        event: dict[str, Any] = adapter.validate_python(raw, context=context)
     except ValidationError as err:
         raise EventError(_describe(err)) from None
     order = _ORDERED.get(etype)

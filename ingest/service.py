@@ -39,14 +39,19 @@ class IngestResult:
 def _raw_text(raw: Any) -> str:
     try:
         text = json.dumps(raw, default=str, allow_nan=True)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         text = repr(raw)
     return text[:MAX_KEPT_RAW_CHARS]
 
 
+def storable(text: str) -> str:
+    """Text any database can hold: NUL and lone surrogates written as backslash escapes."""
+    return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _str_field(raw: Any, name: str, limit: int) -> str | None:
     value = raw.get(name) if isinstance(raw, dict) else None
-    return value[:limit] if isinstance(value, str) else None
+    return storable(value)[:limit] if isinstance(value, str) else None
 
 
 def _job_models(db_session: Session, job_ids: set[str]) -> dict[str, str | None]:
@@ -113,9 +118,17 @@ def _resolve_models(
 
 
 def ingest_batch(
-    *, db_session: Session, events: list[Any], token: ApiToken | None, now: float | None = None
+    *,
+    db_session: Session,
+    events: list[Any],
+    token: ApiToken | None,
+    now: float | None = None,
+    time_window: tuple[float, float] | None = None,
 ) -> IngestResult:
-    """Validate and store one batch in one transaction; commit is the caller's."""
+    """Validate and store one batch in one transaction; commit is the caller's.
+
+    `time_window` (epoch seconds) bounds the times an event may carry (default: the schema's).
+    """
     now = time.time() if now is None else now
     result = IngestResult()
     rejected_rows: list[dict[str, Any]] = []
@@ -130,7 +143,7 @@ def ingest_batch(
                 "job_id": _str_field(raw, "job_id", 128),
                 "event_id": event_id,
                 "batch_index": index,
-                "error": error,
+                "error": storable(error),
                 "raw": _raw_text(raw),
                 "token_name": token_name,
             }
@@ -140,7 +153,7 @@ def ingest_batch(
     seen: dict[tuple[str, str], int] = {}
     for index, raw in enumerate(events):
         try:
-            ev = validate_event(raw)
+            ev = validate_event(raw, time_window=time_window)
         except EventError as err:
             reject(index, raw, str(err))
             continue
@@ -259,6 +272,22 @@ def _settle_conflicts(
     return replaced
 
 
+def keep_rejected(
+    *, db_session: Session, raw: Any, index: int, error: str, token: ApiToken | None
+) -> None:
+    """Keep one refused event with its reason, for an operator (the caller commits)."""
+    row = {
+        "received_at": time.time(),
+        "job_id": _str_field(raw, "job_id", 128),
+        "event_id": _str_field(raw, "event_id", 64),
+        "batch_index": index,
+        "error": storable(error),
+        "raw": _raw_text(raw),
+        "token_name": token.name if token is not None else None,
+    }
+    db_session.execute(insert_for(db_session, RejectedEvent.__table__), [row])
+
+
 _PG_INSERT_RAW = text(
     "INSERT INTO raw_events (event_id, job_id, type, attempt, ts, received_at, payload) "
     "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
@@ -283,6 +312,9 @@ def _insert_raw(
     db_session: Session, events: list[dict[str, Any]], now: float
 ) -> set[tuple[str, str]]:
     """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted."""
+    # One key order for every batch, so that concurrent overlapping batches take the unique
+    # index's locks in the same order (no deadlock cycle on Postgres).
+    events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
@@ -330,19 +362,22 @@ def _mark_jobs(
         if model is not None and model not in owners:
             owners[model] = None
     if owners:
+        # Insert new models without touching known ones, then change an owner only where it
+        # differs: a known model's row is not locked, so this batch and a recompute (which
+        # holds its job, then ensures its model) never wait on each other in a cycle.
         mt = Model.__table__
-        stmt = insert_for(db_session, mt)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["name"],
-            set_={"owner": func.coalesce(stmt.excluded.owner, mt.c.owner)},
-        )
         db_session.execute(
-            stmt,
+            insert_for(db_session, mt).on_conflict_do_nothing(index_elements=["name"]),
             [
                 {"name": m, "owner": o, "labels": {}, "created_at": now}
                 for m, o in sorted(owners.items())
             ],
         )
+        for m, o in sorted(owners.items()):
+            if o is not None:
+                db_session.execute(
+                    update(mt).where(mt.c.name == m, mt.c.owner.is_distinct_from(o)).values(owner=o)
+                )
     job_ids = sorted(last_seen)  # a fixed order, so concurrent batches lock rows alike
     if not job_ids:
         return job_ids

@@ -9,9 +9,12 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
+from backend.config import Settings
+from backend.db import describe_error, is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.exporter.health import count_ingest
 from backend.timefmt import rfc3339
@@ -56,8 +59,13 @@ def _parse(body: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        # orjson refuses NaN/Infinity; json takes them, so the event, not the batch, is refused.
+        # orjson refuses NaN/Infinity and lone surrogates; json takes them, so that the event,
+        # not the batch, is refused (ingest.schema.check_values says why).
         return json.loads(body)
+    except RecursionError:
+        raise HTTPException(
+            400, "body is nested too deeply (over about 1,000 levels); events are flat objects"
+        ) from None
     except (ValueError, UnicodeDecodeError) as err:
         raise HTTPException(400, f"body is not valid JSON: {err}") from None
 
@@ -92,6 +100,7 @@ _BODY_DOC = {
         403: {"description": "token not allowed for this job's model"},
         413: {"description": "over 10,000 events or 5 MiB"},
         415: {"description": "not application/json"},
+        503: {"description": "concurrency conflicts outlasted the retries: nothing stored, resend"},
     },
 )
 async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:
@@ -119,7 +128,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             f"batch of {len(events)} events is over the {settings.max_batch_events} event "
             "limit; split it",
         )
-    result = await run_in_threadpool(_store, db_session, events, token)
+    result = await run_in_threadpool(_store, db_session, events, token, settings)
     count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
@@ -131,19 +140,91 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
     )
 
 
-def _store(db_session: Any, events: list[Any], token: Any) -> service.IngestResult:
+def _store(
+    db_session: Any, events: list[Any], token: Any, settings: Settings
+) -> service.IngestResult:
+    """Store the batch in one transaction, retried on deadlocks; per event if it fails anyway."""
+    window = (settings.event_time_min, settings.event_time_max)
     try:
-        result = service.ingest_batch(db_session=db_session, events=events, token=token)
-        db_session.commit()
+        result = with_retries(
+            db_session,
+            lambda: service.ingest_batch(
+                db_session=db_session, events=events, token=token, time_window=window
+            ),
+            retries=settings.ingest_retries,
+        )
     except service.ModelNotAllowed as err:
-        db_session.rollback()
         raise HTTPException(403, str(err)) from None
-    except Exception:
-        db_session.rollback()
-        raise
+    except DBAPIError as err:
+        if is_retryable(err):
+            raise _busy(err) from None
+        # A value the validation let through and the database refused: store what it takes.
+        log.warning(
+            "batch of %d events failed (%s); storing them one by one",
+            len(events),
+            describe_error(err),
+        )
+        result = _store_each(db_session, events, token, window, settings.ingest_retries)
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
     return result
+
+
+def _store_each(
+    db_session: Any,
+    events: list[Any],
+    token: Any,
+    window: tuple[float, float],
+    retries: int,
+) -> service.IngestResult:
+    """Fallback: one transaction per event; the ones the database refuses are kept as rejected."""
+    total = service.IngestResult()
+    for index, raw in enumerate(events):
+        try:
+            one = with_retries(
+                db_session,
+                lambda raw=raw: service.ingest_batch(
+                    db_session=db_session, events=[raw], token=token, time_window=window
+                ),
+                retries=retries,
+            )
+        except DBAPIError as err:
+            if is_retryable(err):
+                raise _busy(err) from None
+            error = f"event: the database refused it ({type(err.orig or err).__name__})"
+            with_retries(
+                db_session,
+                lambda raw=raw, index=index, error=error: service.keep_rejected(
+                    db_session=db_session, raw=raw, index=index, error=error, token=token
+                ),
+                retries=retries,
+            )
+            event_id = raw.get("event_id") if isinstance(raw, dict) else None
+            total.rejected.append(
+                {
+                    "index": index,
+                    "event_id": service.storable(event_id)[:64]
+                    if isinstance(event_id, str)
+                    else None,
+                    "error": error,
+                }
+            )
+            continue
+        total.accepted += one.accepted
+        total.duplicates += one.duplicates
+        total.rejected += [{**r, "index": index} for r in one.rejected]
+        total.job_ids = sorted(set(total.job_ids) | set(one.job_ids))
+    return total
+
+
+def _busy(err: Exception) -> HTTPException:
+    log.warning("batch gave up after retries on a concurrency conflict: %s", describe_error(err))
+    return HTTPException(
+        503,
+        "the database is busy with conflicting writes; send the batch again (events already "
+        "stored are counted as duplicates)",
+        headers={"Retry-After": "1"},
+    )
 
 
 @router.get("/events/rejected", response_model=list[RejectedEventRead])

@@ -47,8 +47,8 @@ from backend.alerts.models import (
 from backend.alerts.slos import ChannelSpec, SloFile, SloSpec, format_duration, load_slo_file
 from backend.config import Settings
 from backend.db import Database, insert_for
-from backend.text import clean_tree, text_problem
 from backend.exporter.health import count_delivery
+from backend.text import clean_tree, text_problem
 from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)

@@ -18,11 +18,12 @@ from sqlalchemy import Text, and_, cast, delete, func, insert, or_, select, upda
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import Database, insert_for
+from backend.db import Database, describe_error, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
 from backend.exporter.health import RECOMPUTE_FAILURES
 from backend.fleet.service import refresh_job_rollups
+from backend.jobs import quarantine
 from backend.jobs.models import Attempt, Job, Model
 from ingest.models import RawEvent
 
@@ -223,29 +224,35 @@ def recompute_jobs(
     return done
 
 
-def dirty_job_ids(*, db_session: Session, limit: int | None = None) -> list[str]:
-    """Jobs marked for recompute, oldest mark first."""
-    stmt = select(Job.job_id).where(Job.dirty.is_(True)).order_by(Job.updated_at, Job.job_id)
+def dirty_job_ids(
+    *, db_session: Session, limit: int | None = None, now: float | None = None
+) -> list[str]:
+    """Jobs marked for recompute, oldest mark first; quarantined ones only once due again."""
+    now = time.time() if now is None else now
+    stmt = (
+        select(Job.job_id)
+        .where(Job.dirty.is_(True), Job.job_id.not_in(quarantine.waiting(now)))
+        .order_by(Job.updated_at, Job.job_id)
+    )
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(db_session.scalars(stmt))
 
 
-def recompute_dirty(
+def recompute_isolated(
     *,
     db_session: Session,
+    job_ids: Iterable[str],
     settings: Settings | None = None,
-    limit: int | None = None,
     now: float | None = None,
 ) -> int:
-    """Drain dirty jobs, committing after each; a job that fails stays dirty. Returns the count."""
-    job_ids = dirty_job_ids(db_session=db_session, limit=limit)
-    db_session.commit()
-    if not job_ids:
-        return 0
+    """Recompute jobs one transaction each; one that fails is quarantined. Returns the count."""
+    ids = list(job_ids)
+    held = quarantine.quarantined(db_session=db_session, job_ids=ids)
     custom = custom_phases_for(db_session=db_session, settings=settings)
+    db_session.commit()
     done = 0
-    for job_id in job_ids:
+    for job_id in ids:
         try:
             result = recompute_job(
                 db_session=db_session,
@@ -255,15 +262,39 @@ def recompute_dirty(
                 custom_phases=custom,
                 skip_locked=True,
             )
+            if result is not None and job_id in held:
+                quarantine.release(db_session=db_session, job_ids=[job_id])
             db_session.commit()
-        except Exception:  # noqa: BLE001 - one bad job must not stop the others
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the others
             db_session.rollback()
             RECOMPUTE_FAILURES.inc()
-            log.exception("recompute of job %s failed; it stays marked", job_id)
+            quarantine.record_failure(
+                db_session=db_session,
+                job_id=job_id,
+                error=describe_error(err),
+                now=time.time() if now is None else now,
+                settings=settings,
+            )
+            db_session.commit()
             continue
         if result is not None:
             done += 1
     return done
+
+
+def recompute_dirty(
+    *,
+    db_session: Session,
+    settings: Settings | None = None,
+    limit: int | None = None,
+    now: float | None = None,
+) -> int:
+    """Drain dirty jobs, committing after each; a job that fails is quarantined. Returns the count."""
+    job_ids = dirty_job_ids(db_session=db_session, limit=limit, now=now)
+    db_session.commit()
+    if not job_ids:
+        return 0
+    return recompute_isolated(db_session=db_session, job_ids=job_ids, settings=settings, now=now)
 
 
 def mark_stale_open_jobs(
@@ -304,6 +335,7 @@ def recompute_all(
     from tqdm import tqdm
 
     ids = job_ids if job_ids is not None else all_job_ids(db_session=db_session)
+    held = quarantine.quarantined(db_session=db_session, job_ids=ids)
     db_session.commit()
     custom = custom_phases_for(db_session=db_session, settings=settings)
     done = 0
@@ -311,6 +343,8 @@ def recompute_all(
         result = recompute_job(
             db_session=db_session, job_id=job_id, settings=settings, now=now, custom_phases=custom
         )
+        if job_id in held:
+            quarantine.release(db_session=db_session, job_ids=[job_id])
         db_session.commit()
         if result is not None:
             done += 1

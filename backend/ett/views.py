@@ -6,11 +6,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from backend.auth.deps import ReadAccess
+from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
 from backend.ett import service
+from backend.jobs import quarantine
 from backend.params import epoch, parse_labels
 from backend.timefmt import rfc3339
 
@@ -103,9 +106,32 @@ def list_jobs(
 @router.get("/jobs/{job_id:path}/ett")
 def get_job_ett(
     job_id: str, db_session: SessionDep, settings: SettingsDep, _access: ReadAccess
-) -> dict[str, Any]:
-    """One job's ETT answer: components, wasted, l1, phases, warnings and attributed intervals."""
-    doc = service.job_ett(db_session=db_session, job_id=job_id, settings=settings, fmt=rfc3339)
+) -> Any:
+    """One job's ETT answer: components, wasted, l1, phases, warnings and attributed intervals.
+
+    `quarantine` is null, or the error of a job whose computation fails (then the answer is
+    422 when nothing could be computed for it).
+    """
+    try:
+        doc = service.job_ett(db_session=db_session, job_id=job_id, settings=settings, fmt=rfc3339)
+    except Exception as err:  # noqa: BLE001 - an uncomputable job is a 422, never a 500
+        db_session.rollback()
+        held = quarantine.status(db_session=db_session, job_id=job_id)
+        error = held["error"] if held else describe_error(err)
+        return JSONResponse(
+            status_code=422,
+            content={
+                "detail": f"job {job_id!r} cannot be computed: {error}",
+                "quarantine": _quarantine_read(held),
+            },
+        )
     if doc is None:
         raise HTTPException(404, f"job {job_id!r} not found: no events were ingested for it")
+    doc["quarantine"] = _quarantine_read(quarantine.status(db_session=db_session, job_id=job_id))
     return doc
+
+
+def _quarantine_read(held: dict[str, Any] | None) -> dict[str, Any] | None:
+    if held is None:
+        return None
+    return {k: rfc3339(v) if k.endswith("_at") else v for k, v in held.items()}

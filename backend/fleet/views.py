@@ -51,7 +51,7 @@ def fleet_ett(
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"series": [{"bucket", "ett_pct", "wall_gpu_h", "effective_gpu_h", "components_gpu_h"}]}`."""
-    lo, hi = time_range(start, end)
+    lo, hi = time_range(start, end, bucket=bucket)
     answer = call_service(
         service.fleet_ett,
         db_session=db_session,
@@ -177,7 +177,7 @@ def failures(
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"series": [{"bucket", "failures", "nof_by_kind", "attempts_per_job", ...}], "total"}`."""
-    lo, hi = time_range(start, end)
+    lo, hi = time_range(start, end, bucket=bucket)
     answer = call_service(
         service.failure_series,
         db_session=db_session,

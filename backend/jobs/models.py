@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, JSONType
@@ -62,3 +62,20 @@ class Attempt(Base):
     reason: Mapped[str | None] = mapped_column(String(16))
     host: Mapped[str | None] = mapped_column(String(256))
     gpus: Mapped[int | None] = mapped_column(Integer)
+
+
+class JobQuarantine(Base):
+    """A job whose computation failed: the error, and when it is tried again (with backoff)."""
+
+    __tablename__ = "job_quarantine"
+
+    job_id: Mapped[str] = mapped_column(
+        String(128), ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    error: Mapped[str] = mapped_column(Text)
+    failures: Mapped[int] = mapped_column(Integer)
+    first_failed_at: Mapped[float] = mapped_column(Float)
+    last_failed_at: Mapped[float] = mapped_column(Float)
+    retry_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_job_quarantine_retry_at", "retry_at"),)

@@ -65,7 +65,7 @@ def get_model(
     job_limit: int = Query(200, ge=1, le=5000),
 ) -> Any:
     """The model page's numbers; 404 for an unknown model."""
-    lo, hi = time_range(start, end)
+    lo, hi = time_range(start, end, bucket=bucket)
     return with_rfc3339(
         call_service(
             service.model_page,

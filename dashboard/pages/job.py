@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import dash
@@ -395,9 +396,35 @@ def job_list(filters: Filters) -> html.Div:
     )
 
 
+def quarantine_block(job_id: str, error: str) -> html.Div:
+    """Why this job's numbers cannot be computed, and when it is tried again."""
+    held = data.job_quarantine(job_id)
+    when = ""
+    if held:
+        retry = datetime.fromtimestamp(held["retry_at"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = f" It failed {held['failures']} times; the next try is at {retry}."
+    return html.Div(
+        [
+            html.Strong("This job cannot be computed: it is quarantined. "),
+            html.Code(error),
+            html.Span(
+                when + " It is retried by itself, with backoff; other jobs are not held back."
+            ),
+        ],
+        id="job-quarantine",
+        className="ett-warnings",
+    )
+
+
 def job_body(job_id: str, filters: Filters) -> list[Any]:
     """Everything about one job."""
-    result = data.job_result(job_id)
+    try:
+        result = data.job_result(job_id)
+    except data.JobUncomputable as err:
+        return [
+            html.H1(["Job ", html.Span(job_id, id="job-id")]),
+            quarantine_block(job_id, str(err)),
+        ]
     if result is None:
         return [
             empty_state(
@@ -423,8 +450,10 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
             ),
         ]
     )
+    held = data.job_quarantine(job_id)
     body: list[Any] = [
         head,
+        *([quarantine_block(job_id, held["error"])] if held else []),
         headline(result),
         section(
             "Attempt timeline (Fig. 1)",
