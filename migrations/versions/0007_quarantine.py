@@ -1,7 +1,7 @@
 """job quarantine: jobs whose computation fails, with the error and the next try
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0006
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | None = "0004"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
