@@ -31,8 +31,11 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
             headers={"WWW-Authenticate": "Bearer"},
         )
     # A session of its own: recording the token's use commits, and must not take the request's
-    # own transaction (or its locks) with it.
-    with Session(db_session.get_bind(), expire_on_commit=False) as auth_session:
+    # own transaction (or its locks) with it. It writes, so it is never the read-only engine
+    # that GET requests get on SQLite.
+    db = getattr(request.app.state, "db", None)
+    bind = db.engine if db is not None else db_session.get_bind()
+    with Session(bind, expire_on_commit=False) as auth_session:
         try:
             token = service.resolve(db_session=auth_session, secret=secret)
         except service.TokenRefused as err:

@@ -156,11 +156,11 @@ def test_outage_costs_one_timeout_then_hooks_only_spool(
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     settings = hooks.Settings(endpoint=dead, token="secret", directory=tmp_path, timeout_s=1.0)
-    first = convert.end_events("slurm-c-1", 0, "COMPLETED", 10.0, requeued=False)
+    first = convert.end_events("slurm-c-1", 0, "COMPLETED", 1_764_000_010.0, requeued=False)
     assert not hooks.deliver(settings, "slurm-c-1", first)
     assert hooks.server_marked_down(settings)
     began = time.monotonic()
-    second = convert.end_events("slurm-c-2", 0, "FAILED", 20.0, requeued=False)
+    second = convert.end_events("slurm-c-2", 0, "FAILED", 1_764_000_020.0, requeued=False)
     assert not hooks.deliver(settings, "slurm-c-2", second)
     assert time.monotonic() - began < 0.5  # no second timeout while marked down
     assert len(list((tmp_path / "spool").glob("*/*.json"))) == 2
