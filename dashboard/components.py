@@ -51,6 +51,19 @@ NO_DATA_HINT = (
 )
 
 
+NO_MATCH_HINT = (
+    "Data exists, but not for these filters: widen the date range or clear the model, team "
+    "or label filter."
+)
+
+
+def nothing_shown(element_id: str, what: str, *, has_data: bool, hint: str = NO_DATA_HINT) -> Any:
+    """The truthful empty state: "no X matches these filters" when data exists, else "no data yet"."""
+    if has_data:
+        return empty_state(element_id, f"No {what} matches these filters", NO_MATCH_HINT)
+    return empty_state(element_id, f"No {what} yet", hint)
+
+
 def section(title: str, *children: Any, note: str | None = None) -> html.Section:
     """A titled block of a page."""
     head: list[Any] = [html.H2(title)]
@@ -65,11 +78,19 @@ def filter_bar(
     *,
     path: str,
     models: Sequence[str] = (),
+    teams: Sequence[str] = (),
     owners: Sequence[str] = (),
     show_bucket: bool = False,
     show_model: bool = True,
+    show_team: bool = True,
+    show_owner: bool = False,
+    show_label: bool = True,
 ) -> html.Div:
-    """Date range, model, owner, label (and bucket) controls; a change rewrites the URL."""
+    """Date range, model, team, label (and bucket; owner on the owners page) controls.
+
+    A change rewrites the URL. Hidden controls still carry their value, so a filter a page
+    does not use survives the visit and is not applied where it means nothing.
+    """
     controls: list[Any] = [
         dcc.Location(id=f"{prefix}-filter-nav", refresh="callback-nav"),
         dcc.Store(id=f"{prefix}-filter-extra", data={"path": path, **filters.extra}),
@@ -106,21 +127,20 @@ def filter_bar(
             style={} if show_model else {"display": "none"},
         )
     )
-    owner_options = list(owners)
-    if filters.owner and filters.owner not in owner_options:
-        owner_options.insert(0, filters.owner)
     controls.append(
-        html.Label(
-            [
-                "Owner",
-                dcc.Dropdown(
-                    id=f"{prefix}-filter-owner",
-                    options=owner_options,
-                    value=filters.owner,
-                    placeholder="all owners",
-                    clearable=True,
-                ),
-            ]
+        _choice(
+            prefix, "team", "Team (owns the model)", filters.team, teams, "all teams", show_team
+        )
+    )
+    controls.append(
+        _choice(
+            prefix,
+            "owner",
+            "Owner (owns the component)",
+            filters.owner,
+            owners,
+            "all owners",
+            show_owner,
         )
     )
     controls.append(
@@ -134,7 +154,8 @@ def filter_bar(
                     placeholder="key=value",
                     debounce=True,
                 ),
-            ]
+            ],
+            style={} if show_label else {"display": "none"},
         )
     )
     controls.append(
@@ -154,6 +175,33 @@ def filter_bar(
     return html.Div(controls, className="ett-filters", id=f"{prefix}-filters")
 
 
+def _choice(
+    prefix: str,
+    key: str,
+    label: str,
+    value: str | None,
+    names: Sequence[str],
+    placeholder: str,
+    shown: bool,
+) -> html.Label:
+    options = list(names)
+    if value and value not in options:
+        options.insert(0, value)
+    return html.Label(
+        [
+            label,
+            dcc.Dropdown(
+                id=f"{prefix}-filter-{key}",
+                options=options,
+                value=value,
+                placeholder=placeholder,
+                clearable=True,
+            ),
+        ],
+        style={} if shown else {"display": "none"},
+    )
+
+
 def register_filter_callback(prefix: str) -> None:
     """The callback that turns a change of `prefix`'s filter bar into a new URL."""
 
@@ -162,6 +210,7 @@ def register_filter_callback(prefix: str) -> None:
         Input(f"{prefix}-filter-dates", "start_date"),
         Input(f"{prefix}-filter-dates", "end_date"),
         Input(f"{prefix}-filter-model", "value"),
+        Input(f"{prefix}-filter-team", "value"),
         Input(f"{prefix}-filter-owner", "value"),
         Input(f"{prefix}-filter-label", "value"),
         Input(f"{prefix}-filter-bucket", "value"),
@@ -172,6 +221,7 @@ def register_filter_callback(prefix: str) -> None:
         start: str | None,
         end: str | None,
         model: str | None,
+        team: str | None,
         owner: str | None,
         label: str | None,
         bucket: str | None,
@@ -183,6 +233,7 @@ def register_filter_callback(prefix: str) -> None:
             "start": (start or "")[:10],
             "end": (end or "")[:10],
             "model": model or "",
+            "team": team or "",
             "owner": owner or "",
             "label": (label or "").strip(),
             **extra,

@@ -85,11 +85,19 @@ def model_names() -> list[str]:
     return sorted(model_owners())
 
 
+def team_names() -> list[str]:
+    """Every team that owns a model, sorted (the Team filter's list)."""
+    return sorted({o for o in model_owners().values() if o})
+
+
 def owner_names() -> list[str]:
-    """Every team that owns a model or a component, sorted."""
-    names = {o for o in model_owners().values() if o}
-    names |= set(component_owners().values())
-    return sorted(names)
+    """Every team that owns a component or phase, sorted (the owners page's Owner filter)."""
+    return sorted(set(component_owners().values()))
+
+
+def has_data() -> bool:
+    """True once any model has sent a job (empty states say "no match" rather than "no data")."""
+    return bool(model_owners())
 
 
 def component_owners() -> dict[str, str]:
@@ -127,7 +135,7 @@ def jobs_frame(
         rows, _total = ett_service.list_jobs(
             db_session=s,
             model=model or filters.model,
-            owner=filters.owner,
+            owner=filters.team,
             labels=_labels(filters),
             start=filters.start_ts,
             end=filters.end_ts,
@@ -218,7 +226,7 @@ def _owner_components(s: Session, filters: Filters) -> pd.DataFrame:
         end=filters.end_ts,
         by="owner",
         model=filters.model,
-        owner=filters.owner,
+        owner=filters.team,
         labels=_labels(filters),
     )
     return pd.DataFrame(
@@ -242,7 +250,7 @@ def owner_components(filters: Filters) -> pd.DataFrame:
 
 def fleet_view(filters: Filters) -> FleetView:
     """Headline, ETT% trend, lost GPU-hours by component and owner, NoF per job, regressions."""
-    scope = {"model": filters.model, "owner": filters.owner, "labels": _labels(filters)}
+    scope = {"model": filters.model, "owner": filters.team, "labels": _labels(filters)}
     span = filters.end_ts - filters.start_ts
     with session() as s:
         try:
@@ -267,11 +275,21 @@ def fleet_view(filters: Filters) -> FleetView:
                 before_end=filters.start_ts,
                 after_start=filters.start_ts,
                 after_end=filters.end_ts,
-                owner=filters.owner,
+                owner=filters.team,
                 labels=_labels(filters),
             )
         except LookupError as err:
-            return _empty_fleet(str(err).strip("'\""))
+            missing: str | None = str(err).strip("'\"")
+        else:
+            missing = None
+    if missing is not None:
+        # Outside the session above: SQLite allows one writer-capable session at a time.
+        if filters.team and filters.team not in team_names():
+            missing = (
+                f"No model belongs to team {filters.team!r}: pick a team from the Team list, "
+                "or clear it. (A team that owns a component is on the Owners page.)"
+            )
+        return _empty_fleet(missing)
     total = ett["total"]
     headline = {
         "ett_pct": total["ett_pct"],
@@ -315,7 +333,7 @@ def fleet_view(filters: Filters) -> FleetView:
                 "after_pct": r["ett_pct_after"],
             }
             for r in regressed
-            if r["model"]
+            if r["model"] and (not filters.model or r["model"] == filters.model)
         ],
         columns=["model", "before_pct", "after_pct"],
     )
@@ -332,7 +350,7 @@ def models_table(filters: Filters) -> pd.DataFrame:
             db_session=s,
             start=filters.start_ts,
             end=filters.end_ts,
-            owner=filters.owner,
+            owner=filters.team,
             sort="lost_gpu_h",
             limit=MAX_MODELS,
         )
@@ -375,7 +393,7 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
         baseline_label=(key, "baseline"),
         optimized_label=(key, "optimized"),
         model=filters.model,
-        owner=filters.owner,
+        owner=filters.team,
         start=filters.start_ts,
         end=filters.end_ts,
     )

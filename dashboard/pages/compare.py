@@ -156,7 +156,7 @@ def layout(**query: Any) -> html.Div:
     baseline = filters.extra.get("baseline")
     optimized = filters.extra.get("optimized")
     bar = filter_bar(
-        PREFIX, filters, path="/compare", models=data.model_names(), owners=data.owner_names()
+        PREFIX, filters, path="/compare", models=data.model_names(), teams=data.team_names()
     )
     head: list[Any] = [html.H1("Compare"), bar]
     if baseline and optimized:

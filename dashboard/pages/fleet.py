@@ -9,12 +9,12 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import data, figures
 from dashboard.components import (
-    NO_DATA_HINT,
     card,
     cards,
     empty_state,
     filter_bar,
     graph,
+    nothing_shown,
     register_filter_callback,
     section,
 )
@@ -32,12 +32,12 @@ def layout(**query: Any) -> html.Div:
         filters,
         path="/",
         models=data.model_names(),
-        owners=data.owner_names(),
+        teams=data.team_names(),
         show_bucket=True,
     )
     view = data.fleet_view(filters)
     head = [
-        html.H1("Fleet"),
+        html.H1(f"Fleet · model {filters.model}" if filters.model else "Fleet"),
         bar,
         dcc.Location(id="fleet-click-nav", refresh="callback-nav"),
         dcc.Store(id="fleet-filters", data=filters.query()),
@@ -47,16 +47,18 @@ def layout(**query: Any) -> html.Div:
             [*head, empty_state("fleet-empty", "Nothing matches these filters", view.error)]
         )
     h = view.headline
+    scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
+    top = data.models_table(filters.with_(model=None))
+    if filters.model:
+        top = top[top["model"] == filters.model]
     if not h["wall_gpu_h"]:
-        return html.Div(
-            [*head, empty_state("fleet-empty", "No jobs in this range yet", NO_DATA_HINT)]
-        )
+        return html.Div([*head, nothing_shown("fleet-empty", "job", has_data=data.has_data())])
     return html.Div(
         [
             *head,
             cards(
                 [
-                    card("fleet-ett", "Fleet ETT% (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
+                    card("fleet-ett", f"{scope} (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
                     card("fleet-lost", "GPU-hours lost", f"{h['gpu_hours_lost']:,.0f}"),
                     card("fleet-jobs", "Jobs", f"{h['jobs']:,}"),
                     card("fleet-failures", "Failures", f"{h['failures']:,}"),
@@ -115,7 +117,7 @@ def layout(**query: Any) -> html.Div:
                 "Where the GPU-hours go, by model",
                 graph(
                     "fleet-top-models-graph",
-                    figures.top_models(data.models_table(filters.with_(model=None))),
+                    figures.top_models(top),
                 ),
                 note="Click a bar to open the model; the Models page lists and searches all of them.",
             ),

@@ -19,6 +19,7 @@ from dashboard.components import (
     graph,
     link_col,
     md_link,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
@@ -281,7 +282,7 @@ def job_list(filters: Filters) -> html.Div:
     """No job chosen: the jobs in range that lost the most GPU-hours, searchable."""
     frame = data.jobs_frame(filters, sort="-gpu_hours_lost", limit=MAX_LISTED)
     if frame.empty:
-        return empty_state("job-empty", "No jobs in this range yet", NO_DATA_HINT)
+        return nothing_shown("job-empty", "job", has_data=data.has_data())
     base = filters.with_(model=None)
     rows = [
         {
@@ -392,7 +393,7 @@ def layout(**query: Any) -> html.Div:
         filters.with_(extra={}),
         path="/job",
         models=data.model_names(),
-        owners=data.owner_names(),
+        teams=data.team_names(),
     )
     if not job_id:
         return html.Div([html.H1("Jobs"), bar, job_list(filters)])

@@ -18,6 +18,7 @@ from dashboard.components import (
     graph,
     link_col,
     md_link,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
@@ -34,11 +35,11 @@ def model_list(filters: Filters) -> Any:
     """No model chosen: every model with its ETT% in range, most GPU-hours lost first, searchable."""
     models = data.models_table(filters)
     if models.empty:
-        return empty_state("model-empty", "No models yet", NO_DATA_HINT)
+        return nothing_shown("model-empty", "model", has_data=data.has_data())
     rows = [
         {
             "model": md_link(str(r.model), filters.href("/model", model=r.model)),
-            "owner": r.owner or "",
+            "team": r.owner or "",
             "jobs": int(r.jobs),
             "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
             "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
@@ -53,7 +54,7 @@ def model_list(filters: Filters) -> Any:
             rows,
             [
                 link_col("model", "model"),
-                {"id": "owner", "name": "owner"},
+                {"id": "team", "name": "team"},
                 num_col("jobs", "jobs submitted", 0),
                 num_col("ett_pct", "ETT% (GPU-weighted)"),
                 num_col("trend_pp", "trend (points)"),
@@ -192,7 +193,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     return [
         *head,
         html.P(
-            f"owner {page.get('owner') or '—'}"
+            f"team {page.get('owner') or '—'}"
             + (f" · tier {page['tier']}" if page.get("tier") else "")
         ),
         cards(
@@ -234,7 +235,12 @@ def layout(**query: Any) -> html.Div:
     """The model page for `?model=...`, or the searchable list of models."""
     filters = Filters.from_query(query)
     bar = filter_bar(
-        PREFIX, filters, path="/model", models=data.model_names(), owners=data.owner_names()
+        PREFIX,
+        filters,
+        path="/model",
+        models=data.model_names(),
+        teams=data.team_names(),
+        show_label=False,
     )
     if not filters.model:
         return html.Div([html.H1("Models"), bar, model_list(filters)])

@@ -11,10 +11,9 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from backend.ett.catalogue import COMPONENTS
 from dashboard import actions, data, figures
 from dashboard.components import (
-    NO_DATA_HINT,
-    empty_state,
     filter_bar,
     graph,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
@@ -32,9 +31,16 @@ def _when(ts: float | None) -> str:
 
 def layout(**query: Any) -> html.Div:
     """The owners page (one owner's view with `?owner=`)."""
-    filters = Filters.from_query(query)
+    filters = Filters.from_query(query, component_owner=True)
     bar = filter_bar(
-        PREFIX, filters, path="/owners", models=data.model_names(), owners=data.owner_names()
+        PREFIX,
+        filters,
+        path="/owners",
+        models=data.model_names(),
+        teams=data.team_names(),
+        owners=data.owner_names(),
+        show_owner=True,
+        show_label=False,
     )
     held = data.owner_components(filters.with_(owner=None))
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
@@ -46,9 +52,7 @@ def layout(**query: Any) -> html.Div:
     title = "Owners" if not filters.owner else f"Owner {filters.owner}"
     body: list[Any] = [html.H1(title + (f" · {component}" if component else "")), bar]
     if held.empty:
-        body.append(
-            empty_state("owners-empty", "No lost GPU-hours in this range yet", NO_DATA_HINT)
-        )
+        body.append(nothing_shown("owners-empty", "lost GPU-hour", has_data=data.has_data()))
     else:
         body.append(
             html.Div(

@@ -146,3 +146,29 @@ def test_filters_live_in_the_url(site: str, browser: Browser) -> None:
     _open(browser, url, 6)
     assert browser.text("#fleet-ett") == f"{baseline['total']['ett_pct']:.1f}%"
     assert browser.severe() == []
+
+
+def test_owner_bar_to_owner_page_back_to_fleet_then_models(site: str, browser: Browser) -> None:
+    browser.console()
+    _open(browser, site + "/", 6)
+    _click_bar(browser, "fleet-lost-owner-graph", 0)
+    url = browser.wait_for_url("/owners?")
+    owner = parse_qs(urlsplit(url).query)["owner"][0]
+    browser.wait_for_text(".ett-main h1", f"Owner {owner}")
+    held = {row.split()[0] for row in browser.text("#owners-components-table").splitlines()[1:]}
+    assert owner in held
+    # The component owner is the owners page's own filter: the nav does not carry it.
+    assert "owner=" not in browser.wait_for("#shell-nav-fleet").get_attribute("href")
+    browser.click("#shell-nav-fleet")
+    browser.wait_for_url(site + "/?")
+    browser.wait_for_graphs(6)
+    assert browser.text("#fleet-ett").endswith("%")
+    assert not browser.find_all("#fleet-empty")
+    browser.click("#shell-nav-models")
+    browser.wait_for_url("/model")
+    assert "model-a" in browser.text("#model-list-table")
+    assert not browser.find_all("#model-empty")
+    # An old owner= link on the models page reads as the team filter and says no model matches.
+    _open(browser, site + f"/model?owner={owner}", 0)
+    assert browser.text("#model-empty h3") == "No model matches these filters"
+    assert browser.severe() == []

@@ -92,6 +92,30 @@ def test_fleet_page_filters_by_model_and_label(
     assert "no-such-team" in str(find(unknown, "fleet-empty").children)
 
 
+def test_a_filter_no_model_matches_says_so_instead_of_no_data(
+    seeded: Settings, database: Database
+) -> None:
+    start, end, _rest = _range()
+    with dashboard_request(seeded, database):
+        # "checkpoint" owns a component, not a model: an old owner= link on other pages.
+        fleet_page = fleet.layout(start=start, end=end, owner="checkpoint")
+        models_page = models.layout(start=start, end=end, team="checkpoint")
+        jobs_page = job.layout(start=start, end=end, team="checkpoint")
+        owners_page = owners.layout(start=start, end=end, owner="checkpoint")
+    fleet_empty = str(find(fleet_page, "fleet-empty").children)
+    assert "No model belongs to team 'checkpoint'" in fleet_empty
+    assert find(fleet_page, "fleet-filter-team").value == "checkpoint"
+    for page, element_id in ((models_page, "model-empty"), (jobs_page, "job-empty")):
+        node = find(page, element_id)
+        assert node.children[0].children.endswith("matches these filters"), element_id
+        assert "load the demo" not in str(node.children), element_id
+    # On the owners page owner= is the component owner: its rows, no empty state.
+    assert find(owners_page, "owners-empty") is None
+    held = {r["owner"] for r in find(owners_page, "owners-components-table").data}
+    assert held == {"checkpoint"}
+    assert find(owners_page, "owners-filter-owner").value == "checkpoint"
+
+
 def test_model_page_equals_the_rest_answer(
     api: TestClient, seeded: Settings, database: Database
 ) -> None:
