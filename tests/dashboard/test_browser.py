@@ -172,3 +172,30 @@ def test_owner_bar_to_owner_page_back_to_fleet_then_models(site: str, browser: B
     _open(browser, site + f"/model?owner={owner}", 0)
     assert browser.text("#model-empty h3") == "No model matches these filters"
     assert browser.severe() == []
+
+
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def _outside(site: str, urls: list[str]) -> list[str]:
+    return [u for u in urls if not u.startswith((site, "data:", "blob:"))]
+
+
+def test_api_docs_render_with_every_outside_request_blocked(site: str) -> None:
+    offline = Browser(offline=True)
+    try:
+        paths = _rest(site, "/openapi.json")["paths"]
+        offline.requested_urls()
+        offline.get(site + "/docs")
+        offline.wait_for("#swagger-ui .opblock-summary-path")
+        drawn = {e.text.replace("\u200b", "") for e in offline.find_all(".opblock-summary-path")}
+        assert "/api/v1/events" in drawn and len(drawn) >= len(paths) // 2
+        asked = offline.requested_urls()
+        assert asked and _outside(site, asked) == []
+        offline.get(site + "/redoc")
+        offline.wait_for_text("redoc", "POST")
+        # ReDoc's footer ("API docs by Redocly") links its logo from its CDN; it alone fails.
+        assert _outside(site, offline.requested_urls()) in ([], [REDOC_LOGO])
+        assert [e for e in offline.severe() if REDOC_LOGO not in e["message"]] == []
+    finally:
+        offline.close()
