@@ -163,6 +163,52 @@ def jobs_frame(
     return pd.DataFrame(rows, columns=columns)
 
 
+@dataclass
+class JobSearch:
+    """One page of the Jobs list: the rows, how many jobs match in all, and where the page starts."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    offset: int
+
+
+def search_jobs(
+    filters: Filters,
+    *,
+    search: str | None,
+    status: str | None,
+    sort: str,
+    limit: int,
+    offset: int,
+) -> JobSearch:
+    """Jobs by id or model prefix, status, model, team and label, one page (server-side).
+
+    A search looks through every job, whatever the date range; without one the range applies.
+    """
+    ranged = not search
+    with session() as s:
+        rows, total = ett_service.list_jobs(
+            db_session=s,
+            model=filters.model,
+            owner=filters.team,
+            labels=_labels(filters),
+            status=status,
+            start=filters.start_ts if ranged else None,
+            end=filters.end_ts if ranged else None,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+            search=search,
+        )
+    return JobSearch(rows, total, offset)
+
+
+def job_statuses() -> list[str]:
+    """Every job status stored."""
+    with session() as s:
+        return ett_service.job_statuses(db_session=s)
+
+
 def job_summaries(job_ids: list[str]) -> pd.DataFrame:
     """Per job: its L2 components (seconds), the four L1 lost parts, ETT% (compare's summaries)."""
     rows = []

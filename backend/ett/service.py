@@ -472,8 +472,12 @@ def list_jobs(
     sort: str = "-submitted_at",
     limit: int = 50,
     offset: int = 0,
+    search: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Computed jobs matching the filters (overlapping [start, end)), one page, and the total."""
+    """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
+
+    `search` keeps the jobs whose id or model starts with it.
+    """
     descending = sort.startswith("-")
     column = SORTS[sort.lstrip("-")]
     stmt = (
@@ -485,6 +489,13 @@ def list_jobs(
         stmt = stmt.where(JobResult.model == model)
     if status is not None:
         stmt = stmt.where(JobResult.status == status)
+    if search:
+        stmt = stmt.where(
+            or_(
+                JobResult.job_id.startswith(search, autoescape=True),
+                JobResult.model.startswith(search, autoescape=True),
+            )
+        )
     if start is not None:
         stmt = stmt.where(JobResult.ended_at >= start)
     if end is not None:
@@ -527,3 +538,8 @@ def list_jobs(
             }
         )
     return rows, total
+
+
+def job_statuses(*, db_session: Session) -> list[str]:
+    """The distinct job statuses stored (the Jobs page's status filter)."""
+    return sorted(db_session.scalars(select(JobResult.status).distinct()))

@@ -199,3 +199,27 @@ def test_api_docs_render_with_every_outside_request_blocked(site: str) -> None:
         assert [e for e in offline.severe() if REDOC_LOGO not in e["message"]] == []
     finally:
         offline.close()
+
+
+def test_a_job_found_by_search_opens_its_page(site: str, browser: Browser) -> None:
+    every = _rest(site, "/api/v1/jobs", limit=1000, sort="submitted_at")
+    oldest = every["jobs"][0]["job_id"]  # the last of the recent view: on its last page
+    browser.console()
+    _open(browser, site + "/job", 0)
+    assert "newest first" in browser.text(".ett-main")
+    search = browser.wait_for("#job-search")
+    search.send_keys("no-such-job-\n")
+    browser.wait_for_url("q=no-such-job-")
+    assert browser.text("#job-empty h3") == "No job matches search 'no-such-job-'"
+    search = browser.wait_for("#job-search")
+    search.clear()
+    search.send_keys(oldest + "\n")
+    browser.wait_for_url(f"q={oldest}")
+    browser.wait_for_text("#job-list-table", oldest)
+    links = [a for a in browser.find_all("#job-list-table a") if a.text == oldest]
+    assert links, browser.text("#job-list-table")
+    links[0].click()
+    browser.wait_for_url(f"job_id={oldest}")
+    browser.wait_for_text("#job-id", oldest)
+    browser.wait_for_graphs(1)
+    assert browser.severe() == []

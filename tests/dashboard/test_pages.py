@@ -308,3 +308,38 @@ def test_pages_stay_readable_with_500_models(
     table = find(listing, "model-list-table")
     assert len(table.data) == 520 and table.page_size == 25
     assert table.filter_action == "native"
+
+
+def test_jobs_search_looks_through_every_job_one_page_at_a_time(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    every = api.get("/api/v1/jobs", params={"limit": 1000}).json()
+    newest = max(every["jobs"], key=lambda j: j["submitted_at"])
+    prefix = newest["job_id"][: len(newest["job_id"]) - 2]
+    expected = {j["job_id"] for j in every["jobs"] if j["job_id"].startswith(prefix)}
+    expected |= {j["job_id"] for j in every["jobs"] if (j["model"] or "").startswith(prefix)}
+    far = ("2001-01-01", "2001-01-02")  # a search ignores the date range
+    with dashboard_request(seeded, database):
+        found = job.layout(start=far[0], end=far[1], q=prefix)
+        recent = job.layout(view="recent")
+        second = job.layout(view="recent", page="2")
+        nothing = job.layout(q="no-such-job-")
+        failed = job.layout(q=prefix, status="failed")
+    shown = find(found, "job-list-table").data
+    assert {r["job"].split("]")[0].strip("[").replace("\\", "") for r in shown} == expected
+    rows = find(recent, "job-list-table").data
+    assert len(rows) == min(job.PAGE_SIZE, every["total"])
+    assert rows[0]["submitted"] == newest["submitted_at"][:16].replace("T", " ")
+    assert [r["submitted"] for r in rows] == sorted((r["submitted"] for r in rows), reverse=True)
+    if every["total"] > job.PAGE_SIZE:
+        assert find(recent, "job-page-next") is not None
+        assert find(second, "job-page-prev") is not None
+        assert find(second, "job-list-table").data[0]["job"] != rows[0]["job"]
+    live = {j["job_id"] for j in every["jobs"] if j["provisional"]}
+    assert all((r["status"] == "● live") == any(f"[{i}]" in r["job"] for i in live) for r in rows)
+    assert "No job matches search 'no-such-job-'" in str(find(nothing, "job-empty").children)
+    failed_table = find(failed, "job-list-table")
+    failed_rows = failed_table.data if failed_table is not None else []
+    assert all(r["status"] == "failed" for r in failed_rows)
+    if failed_table is None:
+        assert "status failed" in str(find(failed, "job-empty").children)
