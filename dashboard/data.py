@@ -20,6 +20,7 @@ from backend.compare import service as compare_service
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
+from backend.fleet.days import bucket_start
 from backend.owners import service as owners_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
@@ -386,6 +387,93 @@ def fleet_view(filters: Filters) -> FleetView:
     return FleetView(headline, series, lost, nof, reg, None, owner_components)
 
 
+def _weighted_level1(jobs: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
+    """GPU-weighted TTS per job and TTR per failure, and NoF per job, grouped by `key`."""
+    w = jobs["gpus"].astype(float).fillna(0.0)  # a job of unknown size weighs nothing
+    frame = pd.DataFrame(
+        {
+            "x": key,
+            "w": w,
+            "tts_w": jobs["tts_s"].astype(float).fillna(0.0) * w,
+            "rec_w": jobs["recovery_s"].astype(float).fillna(0.0) * w,
+            "nof_w": jobs["nof"].astype(float).fillna(0.0) * w,
+        }
+    )
+    g = frame.groupby("x", as_index=False).sum()
+    w_sum = g["w"].where(g["w"] > 0)
+    return pd.DataFrame(
+        {
+            "x": g["x"],
+            "tts_min": g["tts_w"] / w_sum / 60.0,
+            "ttr_min": (g["rec_w"] / g["nof_w"].where(g["nof_w"] > 0)) / 60.0,
+            "nof": g["nof_w"] / w_sum,
+        }
+    )
+
+
+def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The fleet's Level-1 view per bucket: GPU-weighted TTS and TTR, and NoF per job by kind.
+
+    TTS and TTR come from the jobs submitted in each bucket, weighted by their GPUs; NoF by
+    kind is the fleet page's failure series (`nof`: bucket, kind, failures, jobs).
+    """
+    jobs = jobs_frame(filters, sort="-submitted_at")
+    jobs = jobs[jobs["submitted_at"] >= filters.start_ts]
+    if jobs.empty:
+        return pd.DataFrame(columns=["x", "tts_min", "ttr_min", "nof"]), pd.DataFrame()
+    key = _bucket_dates(
+        [bucket_start(float(t), filters.bucket) for t in jobs["submitted_at"]]
+    ).reset_index(drop=True)
+    points = _weighted_level1(jobs.reset_index(drop=True), key)
+    kinds = pd.DataFrame(
+        {
+            "x": nof["bucket"],
+            "kind": nof["kind"],
+            "nof": nof["failures"] / nof["jobs"].where(nof["jobs"] > 0),
+        }
+    ).fillna({"nof": 0.0})
+    return points, kinds
+
+
+def model_level1(jobs: list[dict[str, Any]]) -> pd.DataFrame:
+    """A model's Level-1 view, one point per job: TTS, TTR per failure, NoF."""
+    frame = pd.DataFrame(jobs, columns=["job_id", "submitted_at", "tts_s", "recovery_s", "nof"])
+    nof = frame["nof"].astype(float)
+    return pd.DataFrame(
+        {
+            "x": to_datetime(frame["submitted_at"].astype(float)).dt.tz_convert(None),
+            "job_id": frame["job_id"],
+            "tts_min": frame["tts_s"].astype(float) / 60.0,
+            "ttr_min": frame["recovery_s"].astype(float) / nof.where(nof > 0) / 60.0,
+            "nof": nof,
+        }
+    )
+
+
+def model_lost(page: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A model page's lost GPU-hours per bucket by component, and in the range by owner."""
+    by_bucket = pd.DataFrame(
+        [
+            {"bucket": p["bucket"], "component": c, "gpu_h": v}
+            for p in page["series"]
+            for c, v in p["components_gpu_h"].items()
+            if c != "effective_training" and v > 0
+        ],
+        columns=["bucket", "component", "gpu_h"],
+    )
+    if not by_bucket.empty:
+        by_bucket["bucket"] = _bucket_dates(by_bucket["bucket"].astype(float))
+    by_owner = pd.DataFrame(
+        [
+            {"owner": r["owner"], "component": c, "gpu_h": v}
+            for r in page.get("lost_by_owner") or []
+            for c, v in (r.get("components") or {}).items()
+        ],
+        columns=["owner", "component", "gpu_h"],
+    )
+    return by_bucket, by_owner
+
+
 # ---------------------------------------------------------------- models
 
 
@@ -401,7 +489,17 @@ def models_table(filters: Filters) -> pd.DataFrame:
             limit=MAX_MODELS,
         )
     return pd.DataFrame(
-        rows, columns=["model", "owner", "tier", "jobs", "ett_pct", "trend_pp", "lost_gpu_h"]
+        rows,
+        columns=[
+            "model",
+            "owner",
+            "tier",
+            "jobs",
+            "ett_pct",
+            "trend_pp",
+            "lost_gpu_h",
+            "top_lost_component",
+        ],
     )
 
 

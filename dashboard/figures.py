@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from backend.ett.catalogue import resolve_phase
 from dashboard.palette import (
@@ -390,6 +391,86 @@ def model_ett_over_time(jobs: pd.DataFrame, *, series: pd.DataFrame | None = Non
         yaxis={"title": "ETT %", "range": [0, 100]},
         showlegend=False,
         height=340,
+    )
+
+
+def level1_over_time(
+    points: pd.DataFrame,
+    *,
+    title: str,
+    nof_by_kind: pd.DataFrame | None = None,
+    markers: bool = False,
+) -> go.Figure:
+    """The Level-1 view over time: TTS, TTR and NoF (the paper's Level-1 analysis).
+
+    points columns: x (datetime), tts_min, ttr_min (None where no failure), nof, and job_id
+    when `markers` (one point per job, clickable). nof_by_kind (optional) columns: x, kind,
+    nof: NoF per job stacked by failure kind instead of the single NoF line.
+    """
+    if points.empty:
+        return empty_figure("No jobs in this range.")
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=("TTS (min)", "TTR per failure (min)", "NoF per job"),
+    )
+    data = points.sort_values("x")
+    mode = "markers" if markers else "lines+markers"
+    custom = data[["job_id"]].to_numpy() if markers and "job_id" in data else None
+    hover_id = "%{customdata[0]}<br>" if custom is not None else ""
+    for row, col, name, color in (
+        (1, "tts_min", "TTS", L1_COLORS["tts"]),
+        (2, "ttr_min", "TTR", L1_COLORS["recovery"]),
+    ):
+        fig.add_scatter(
+            x=data["x"],
+            y=data[col],
+            mode=mode,
+            name=name,
+            marker={"color": color, "size": 6},
+            line={"color": color, "width": 1.5},
+            customdata=custom,
+            connectgaps=True,
+            hovertemplate=hover_id + "%{x}<br>" + name + " %{y:,.1f} min<extra></extra>",
+            row=row,
+            col=1,
+        )
+    if nof_by_kind is not None and not nof_by_kind.empty:
+        for kind, color in FAILURE_COLORS.items():
+            part = nof_by_kind[nof_by_kind["kind"] == kind]
+            if part.empty:
+                continue
+            fig.add_bar(
+                x=part["x"],
+                y=part["nof"],
+                name=kind,
+                marker_color=color,
+                hovertemplate="%{x}<br>%{y:.2f} per job<extra>%{fullData.name}</extra>",
+                row=3,
+                col=1,
+            )
+    else:
+        fig.add_scatter(
+            x=data["x"],
+            y=data["nof"],
+            mode=mode,
+            name="NoF",
+            marker={"color": FAILURE_COLORS["unknown"], "size": 6},
+            line={"color": FAILURE_COLORS["unknown"], "width": 1.5},
+            customdata=custom,
+            hovertemplate=hover_id + "%{x}<br>NoF %{y:,.2f}<extra></extra>",
+            row=3,
+            col=1,
+        )
+    return _layout(
+        fig,
+        title,
+        barmode="stack",
+        height=480,
+        showlegend=nof_by_kind is not None and not nof_by_kind.empty,
+        margin={"l": 60, "r": 20, "t": 110, "b": 40},
     )
 
 

@@ -49,6 +49,7 @@ def layout(**query: Any) -> html.Div:
     h = view.headline
     scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
     top = data.models_table(filters.with_(model=None))
+    l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
     if filters.model:
         top = top[top["model"] == filters.model]
     if not h["wall_gpu_h"]:
@@ -112,6 +113,19 @@ def layout(**query: Any) -> html.Div:
                     ),
                 ],
                 className="ett-two-col",
+            ),
+            section(
+                "Level 1: time to start, time to recover, failures",
+                graph(
+                    "fleet-level1-graph",
+                    figures.level1_over_time(
+                        l1_points,
+                        title=f"GPU-weighted TTS and TTR per {filters.bucket}; NoF per job by kind",
+                        nof_by_kind=l1_kinds,
+                    ),
+                ),
+                note="The paper's Level-1 analysis: which term holds the loss. TTS per job and TTR "
+                "per failure are weighted by the jobs' GPUs.",
             ),
             section(
                 "Where the GPU-hours go, by model",

@@ -26,9 +26,9 @@ pytestmark = [
 
 # Path -> charts the page draws once loaded.
 PAGES = {
-    "/": 6,
+    "/": 7,
     "/model": 0,
-    "/model?model=model-c": 3,
+    "/model?model=model-c": 6,
     "/job": 0,
     "/job?job_id=model-b-baseline": 3,
     "/compare": 2,

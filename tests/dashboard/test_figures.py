@@ -296,3 +296,23 @@ def test_attribution_bars_show_shares_and_the_cascade_bound() -> None:
     bars, bound = fig.data
     assert list(bars.x) == pytest.approx([8.0, 58.0, 11.0, 23.0])
     assert list(bound.x) == pytest.approx([24.8])
+
+
+def test_level1_weights_tts_by_gpus_and_ttr_by_failures() -> None:
+    from dashboard.data import _weighted_level1
+
+    jobs = pd.DataFrame(
+        {
+            "gpus": [8, 2, None],
+            "tts_s": [600.0, 60.0, 9999.0],
+            "recovery_s": [1200.0, 0.0, 9999.0],
+            "nof": [2, 0, 5],
+        }
+    )
+    out = _weighted_level1(jobs, pd.Series(["d1", "d1", "d1"]))
+    row = out.iloc[0]
+    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60) / 10 / 60)
+    assert row["ttr_min"] == pytest.approx(1200 / 2 / 60)  # 8 GPUs x 1200 s over 8 x 2 failures
+    assert row["nof"] == pytest.approx(8 * 2 / 10)  # the job of unknown size weighs nothing
+    fig = figures.level1_over_time(out, title="t")
+    assert [t.name for t in fig.data] == ["TTS", "TTR", "NoF"]

@@ -17,6 +17,7 @@ from backend.config import Settings
 from backend.db import Database
 from dashboard.components import NO_DATA_HINT
 from dashboard.pages import compare, fleet, job, models, owners
+from dashboard.palette import COMPONENT_LABELS
 from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo
 
 
@@ -67,6 +68,8 @@ def test_fleet_page_headline_equals_the_rest_answers(
     trend = find(page, "fleet-trend-graph").figure
     drawn = [p["ett_pct"] for p in ett["series"] if p["ett_pct"] is not None]
     assert list(trend.data[0].y) == pytest.approx(drawn)
+    level1 = find(page, "fleet-level1-graph").figure
+    assert {t.name for t in level1.data} >= {"TTS", "TTR"}
     assert {
         "fleet-lost-component-graph",
         "fleet-lost-owner-graph",
@@ -135,6 +138,28 @@ def test_model_page_equals_the_rest_answer(
     assert find(page, "model-checkpoint-graph") is not None
     names = {r["model"].split("]")[0].lstrip("[") for r in find(listing, "model-list-table").data}
     assert {"model-a", "model-f"} <= names
+    # What eats the model's ETT%: the lost GPU-hours by component and owner, as REST has them.
+    lost = find(page, "model-lost-component-graph").figure
+    drawn = {t.name: sum(t.y) for t in lost.data}
+    expected = {
+        COMPONENT_LABELS[c]: v
+        for c, v in answer["components_gpu_h"].items()
+        if c != "effective_training" and v > 0
+    }
+    assert drawn == pytest.approx(expected, rel=1e-6)
+    by_owner = find(page, "model-lost-owner-graph").figure
+    assert sum(sum(t.x) for t in by_owner.data) == pytest.approx(
+        sum(r["gpu_h"] for r in answer["lost_by_owner"]), rel=1e-6
+    )
+    level1 = find(page, "model-level1-graph").figure
+    tts = next(t for t in level1.data if t.name == "TTS")
+    assert sorted(tts.y) == pytest.approx(sorted(j["tts_s"] / 60.0 for j in jobs["jobs"]))
+    top = {
+        r["model"].split("]")[0].lstrip("["): r["top_lost"]
+        for r in find(listing, "model-list-table").data
+    }
+    c_top = max(expected, key=lambda k: expected[k])
+    assert top["model-c"] == c_top
 
 
 def test_job_page_equals_the_rest_answer(
