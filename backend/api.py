@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from backend.advice.views import router as advice_router
 from backend.alerts.views import router as alerts_router
+from backend.annotations.views import router as annotations_router
 from backend.compare.views import router as compare_router
 from backend.ett.views import router as ett_router
 from backend.fleet.views import router as fleet_router
@@ -20,3 +21,4 @@ api_router.include_router(fleet_router)
 api_router.include_router(compare_router)
 api_router.include_router(workloads_router)
 api_router.include_router(advice_router)
+api_router.include_router(annotations_router)
