@@ -24,7 +24,9 @@ def test_admin_adds_and_everyone_lists_in_range_and_scope(
     assert doc["ts"].startswith("2026-06-01T12:00:00") and doc["title"] == new["title"]
     assert doc["created_by"] and isinstance(doc["id"], int)
     fleet_wide = {"ts": "2026-06-03T00:00:00Z", "title": "checkpoint async_save enabled"}
-    assert client.post("/api/v1/annotations", json=fleet_wide, headers=_auth(admin_token)).is_success
+    assert client.post(
+        "/api/v1/annotations", json=fleet_wide, headers=_auth(admin_token)
+    ).is_success
     other = {"ts": "2026-06-02T00:00:00Z", "title": "other model", "model": "search"}
     assert client.post("/api/v1/annotations", json=other, headers=_auth(admin_token)).is_success
 
