@@ -64,6 +64,32 @@ def nothing_shown(element_id: str, what: str, *, has_data: bool, hint: str = NO_
     return empty_state(element_id, f"No {what} yet", hint)
 
 
+def annotation_list(element_id: str, notes: Any, *, most: int = 8) -> html.Details | None:
+    """The annotations drawn on a chart (◆), listed under it, newest first (None when none)."""
+    if notes is None or notes.empty:
+        return None
+    rows = notes.sort_values("ts", ascending=False).head(most)
+    items = [
+        html.Li(
+            [
+                html.Span(f"{ts:%Y-%m-%d} ", className="ett-note-date"),
+                html.A(title, href=link) if isinstance(link, str) and link else title,
+                html.Span(f" · {model}", className="ett-note") if isinstance(model, str) else "",
+            ]
+        )
+        for ts, title, link, model in zip(
+            rows["ts"], rows["title"], rows["link"], rows["model"], strict=True
+        )
+    ]
+    more = f" (latest {most} of {len(notes)})" if len(notes) > most else ""
+    return html.Details(
+        [html.Summary(f"◆ {len(notes)} annotations{more}"), html.Ul(items)],
+        id=element_id,
+        className="ett-annotations",
+        open=True,
+    )
+
+
 def section(title: str, *children: Any, note: str | None = None) -> html.Section:
     """A titled block of a page."""
     head: list[Any] = [html.H2(title)]

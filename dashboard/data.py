@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from backend.advice import service as advice_service
 from backend.alerts import service as alerts_service
+from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
@@ -472,6 +473,27 @@ def model_lost(page: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
         columns=["owner", "component", "gpu_h"],
     )
     return by_bucket, by_owner
+
+
+def annotations(filters: Filters, *, model: str | None = None) -> pd.DataFrame:
+    """The annotations a chart in the range shows: the fleet-wide ones, plus the model's (or,
+    with a team filter and no model, the team's models') own."""
+    model = model or filters.model
+    with session() as s:
+        rows = annotations_service.list_annotations(
+            db_session=s, start=filters.start_ts, end=filters.end_ts, model=model
+        )
+    if model is None:
+        rows = [
+            r
+            for r in rows
+            if r["model"] is None
+            and (r["team"] is None or r["team"] == filters.team)
+            or (filters.team is not None and r["team"] == filters.team)
+        ]
+    frame = pd.DataFrame(rows, columns=["ts", "title", "model", "team", "link"])
+    frame["ts"] = _bucket_dates(frame["ts"].astype(float)) if not frame.empty else frame["ts"]
+    return frame
 
 
 # ---------------------------------------------------------------- models

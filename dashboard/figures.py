@@ -103,6 +103,50 @@ def fold_top_n(frame: pd.DataFrame, key: str, value: str, top_n: int) -> pd.Data
     return out.groupby(group_cols, as_index=False, sort=False)[value].sum()
 
 
+ANNOTATION_COLOR = "#555"
+
+
+def with_annotations(fig: go.Figure, notes: pd.DataFrame) -> go.Figure:
+    """Draw dated annotations on a time-axis chart, as Grafana does: a dotted line and a marker.
+
+    notes columns: ts (datetime), title. Hovering the marker shows the title. A blank chart
+    (no data) is left as it is.
+    """
+    if notes is None or notes.empty or not fig.data:
+        return fig
+    shapes = list(fig.layout.shapes or ())
+    marks = list(fig.layout.annotations or ())
+    for ts, title in zip(notes["ts"], notes["title"], strict=True):
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": ts,
+                "x1": ts,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": ANNOTATION_COLOR, "width": 1, "dash": "dot"},
+                "layer": "below",
+            }
+        )
+        marks.append(
+            {
+                "x": ts,
+                "xref": "x",
+                "y": 1.0,
+                "yref": "paper",
+                "yanchor": "bottom",
+                "text": "◆",
+                "hovertext": f"{pd.Timestamp(ts):%Y-%m-%d %H:%M} {title}",
+                "showarrow": False,
+                "font": {"color": ANNOTATION_COLOR, "size": 11},
+            }
+        )
+    fig.update_layout(shapes=shapes, annotations=marks)
+    return fig
+
+
 # ---------------------------------------------------------------- fleet
 
 

@@ -104,6 +104,7 @@ def demo(
             total_events=fleet.count_events(spec),
             now=spec.now,
         )
+        loader.store_annotations(database, fleet.fleet_annotations(spec))
         live_feed.save_spec(settings.home, spec, database_url=db_url, complete=True)
         _summary(report)
     else:

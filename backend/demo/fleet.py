@@ -15,6 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from backend.demo.simulator import (
     Event,
@@ -507,6 +508,48 @@ def fleet_events(spec: FleetSpec) -> Iterator[Event]:
         if plan.submitted_at > spec.now:
             continue
         yield from cut_at(job_events(plan), spec.now)
+
+
+ROLLOUT_TITLES: dict[str, str] = {
+    "init": "trainer init fixes rolled out (sharding metadata, dataloader)",
+    "compile": "PT2 compile cache rolled out",
+    "async_ckpt": "checkpoint async_save enabled",
+    "standalone_publish": "standalone model publish enabled",
+}
+
+
+def fleet_annotations(spec: FleetSpec) -> list[dict[str, Any]]:
+    """The annotations of the fleet's own rollouts and incidents up to `spec.now`, oldest first.
+
+    Fleet-wide: the scheduler changes per cluster and the scheduler regression. Per model: when
+    each technique of section IV reached it (model and team set).
+    """
+    span = spec.days * DAY
+    notes: list[dict[str, Any]] = [
+        {"ts": spec.start + share * span, "title": f"scheduler changes rolled out on {cluster}"}
+        for cluster, share in SCHEDULING_ROLLOUT.items()
+    ]
+    notes.append(
+        {
+            "ts": spec.start + REGRESSION[0] * span,
+            "title": "scheduler regression: more preemptions, longer queues",
+        }
+    )
+    notes.append({"ts": spec.start + REGRESSION[1] * span, "title": "scheduler regression fixed"})
+    for index in range(spec.models):
+        profile = fleet_profile(spec.seed, index)
+        for technique, share in profile.rollout.items():
+            if share is None or technique not in ROLLOUT_TITLES:
+                continue
+            notes.append(
+                {
+                    "ts": spec.start + share * span,
+                    "title": ROLLOUT_TITLES[technique],
+                    "model": profile.name,
+                    "team": profile.owner,
+                }
+            )
+    return sorted((n for n in notes if n["ts"] <= spec.now), key=lambda n: (n["ts"], n["title"]))
 
 
 def count_events(spec: FleetSpec) -> int:

@@ -55,6 +55,26 @@ def _bar(total: int | None, desc: str, unit: str, progress: bool) -> tqdm:
     return tqdm(total=total, desc=desc, unit=unit, disable=not progress, dynamic_ncols=True)
 
 
+DEMO_AUTHOR = "demo"
+
+
+def store_annotations(database: Database, notes: Iterable[dict[str, Any]]) -> int:
+    """Replace the demo's annotations (created_by "demo") with `notes`; answers how many."""
+    from sqlalchemy import delete
+
+    from backend.annotations import service as annotations
+    from backend.annotations.models import Annotation
+
+    n = 0
+    with database.session() as s:
+        s.execute(delete(Annotation).where(Annotation.created_by == DEMO_AUTHOR))
+        for note in notes:
+            annotations.create(db_session=s, created_by=DEMO_AUTHOR, **note)
+            n += 1
+        s.commit()
+    return n
+
+
 def load_in_process(
     database: Database,
     settings: Settings,

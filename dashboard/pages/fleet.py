@@ -9,6 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import data, figures
 from dashboard.components import (
+    annotation_list,
     card,
     cards,
     empty_state,
@@ -50,6 +51,7 @@ def layout(**query: Any) -> html.Div:
     scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
     top = data.models_table(filters.with_(model=None))
     l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
+    notes = data.annotations(filters)
     if filters.model:
         top = top[top["model"] == filters.model]
     if not h["wall_gpu_h"]:
@@ -67,7 +69,13 @@ def layout(**query: Any) -> html.Div:
             ),
             section(
                 "ETT% trend",
-                graph("fleet-trend-graph", figures.fleet_trend(view.series, bucket=filters.bucket)),
+                graph(
+                    "fleet-trend-graph",
+                    figures.with_annotations(
+                        figures.fleet_trend(view.series, bucket=filters.bucket), notes
+                    ),
+                ),
+                annotation_list("fleet-annotations", notes),
             ),
             html.Div(
                 [
@@ -75,12 +83,15 @@ def layout(**query: Any) -> html.Div:
                         "Lost GPU-hours by component",
                         graph(
                             "fleet-lost-component-graph",
-                            figures.lost_stacked(
-                                view.lost_by_component,
-                                by="component",
-                                title=f"Lost GPU-hours per {filters.bucket}, by component",
-                                colors=COMPONENT_COLORS,
-                                order=figures.LOST_COMPONENTS,
+                            figures.with_annotations(
+                                figures.lost_stacked(
+                                    view.lost_by_component,
+                                    by="component",
+                                    title=f"Lost GPU-hours per {filters.bucket}, by component",
+                                    colors=COMPONENT_COLORS,
+                                    order=figures.LOST_COMPONENTS,
+                                ),
+                                notes,
                             ),
                         ),
                     ),
@@ -118,10 +129,14 @@ def layout(**query: Any) -> html.Div:
                 "Level 1: time to start, time to recover, failures",
                 graph(
                     "fleet-level1-graph",
-                    figures.level1_over_time(
-                        l1_points,
-                        title=f"GPU-weighted TTS and TTR per {filters.bucket}; NoF per job by kind",
-                        nof_by_kind=l1_kinds,
+                    figures.with_annotations(
+                        figures.level1_over_time(
+                            l1_points,
+                            title=f"GPU-weighted TTS and TTR per {filters.bucket}; "
+                            "NoF per job by kind",
+                            nof_by_kind=l1_kinds,
+                        ),
+                        notes,
                     ),
                 ),
                 note="The paper's Level-1 analysis: which term holds the loss. TTS per job and TTR "

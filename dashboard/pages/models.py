@@ -11,6 +11,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard import data, figures
 from dashboard.components import (
     NO_DATA_HINT,
+    annotation_list,
     card,
     cards,
     empty_state,
@@ -193,6 +194,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
     failures = sum(page["nof_by_kind"].values())
     lost_trend, lost_owner = data.model_lost(page)
+    notes = data.annotations(filters, model=model)
     lost_parts = {
         c: v
         for c, v in (page.get("components_gpu_h") or {}).items()
@@ -237,7 +239,13 @@ def model_body(model: str, filters: Filters) -> list[Any]:
             [
                 section(
                     "ETT% over time",
-                    graph("model-trend-graph", figures.model_ett_over_time(points, series=series)),
+                    graph(
+                        "model-trend-graph",
+                        figures.with_annotations(
+                            figures.model_ett_over_time(points, series=series), notes
+                        ),
+                    ),
+                    annotation_list("model-annotations", notes),
                     note="Line: GPU-weighted ETT% per day. Dots: each job (click to open).",
                 ),
                 section("Checkpoint interval (Fig. 3)", *advice_block(model, filters)),
@@ -250,12 +258,15 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                     "Lost GPU-hours by component",
                     graph(
                         "model-lost-component-graph",
-                        figures.lost_stacked(
-                            lost_trend,
-                            by="component",
-                            title=f"Lost GPU-hours per {filters.bucket}, by component",
-                            colors=COMPONENT_COLORS,
-                            order=figures.LOST_COMPONENTS,
+                        figures.with_annotations(
+                            figures.lost_stacked(
+                                lost_trend,
+                                by="component",
+                                title=f"Lost GPU-hours per {filters.bucket}, by component",
+                                colors=COMPONENT_COLORS,
+                                order=figures.LOST_COMPONENTS,
+                            ),
+                            notes,
                         ),
                     ),
                     note=f"What eats this model's ETT%: {top_text}.",
@@ -277,10 +288,13 @@ def model_body(model: str, filters: Filters) -> list[Any]:
             "Level 1 per job: TTS, TTR, NoF",
             graph(
                 "model-level1-graph",
-                figures.level1_over_time(
-                    data.model_level1(jobs),
-                    title="Time to start, time to recover per failure, failures: each job",
-                    markers=True,
+                figures.with_annotations(
+                    figures.level1_over_time(
+                        data.model_level1(jobs),
+                        title="Time to start, time to recover per failure, failures: each job",
+                        markers=True,
+                    ),
+                    notes,
                 ),
             ),
             note="Each dot is a job (click to open). TTS: submission to first training step; "

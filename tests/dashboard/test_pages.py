@@ -368,3 +368,28 @@ def test_jobs_search_looks_through_every_job_one_page_at_a_time(
     assert all(r["status"] == "failed" for r in failed_rows)
     if failed_table is None:
         assert "status failed" in str(find(failed, "job-empty").children)
+
+
+def test_trend_charts_draw_the_annotations_they_concern(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    every = api.get("/api/v1/annotations", params=rest).json()["annotations"]
+    fleet_wide = sorted(a["title"] for a in every if a["model"] is None)
+    model = next(a["model"] for a in every if a["model"])
+    own = sorted(a["title"] for a in every if a["model"] in (None, model))
+    assert fleet_wide and len(own) > len(fleet_wide)
+    with dashboard_request(seeded, database):
+        page = fleet.layout(start=start, end=end)
+        one = models.layout(start=start, end=end, model=model)
+
+    def drawn(figure: Any) -> list[str]:
+        return sorted(
+            a.hovertext.split(" ", 2)[2] for a in figure.layout.annotations if a.hovertext
+        )
+
+    for graph_id in ("fleet-trend-graph", "fleet-lost-component-graph", "fleet-level1-graph"):
+        assert drawn(find(page, graph_id).figure) == fleet_wide, graph_id
+    for graph_id in ("model-trend-graph", "model-lost-component-graph", "model-level1-graph"):
+        assert drawn(find(one, graph_id).figure) == own, graph_id
+    assert f"{len(fleet_wide)} annotations" in str(find(page, "fleet-annotations").children)
