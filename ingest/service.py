@@ -199,6 +199,7 @@ def _mark_jobs(
     """Upsert models and jobs touched by new events, flagging each job for recompute."""
     last_seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}
+    tiers: dict[str, str] = {}  # a model's tier from its jobs' `tier` label, like its owner
     for ev in events:
         t = event_time(ev)
         if t > last_seen.get(ev["job_id"], -1.0):
@@ -207,6 +208,8 @@ def _mark_jobs(
             owner = ev.get("labels", {}).get("owner")
             if owner or ev["model"] not in owners:
                 owners[ev["model"]] = owner
+            if ev.get("labels", {}).get("tier"):
+                tiers[ev["model"]] = ev["labels"]["tier"]
     for job_id in last_seen:
         model = models.get(job_id)
         if model is not None and model not in owners:
@@ -216,12 +219,15 @@ def _mark_jobs(
         stmt = insert_for(db_session, mt)
         stmt = stmt.on_conflict_do_update(
             index_elements=["name"],
-            set_={"owner": func.coalesce(stmt.excluded.owner, mt.c.owner)},
+            set_={
+                "owner": func.coalesce(stmt.excluded.owner, mt.c.owner),
+                "tier": func.coalesce(stmt.excluded.tier, mt.c.tier),
+            },
         )
         db_session.execute(
             stmt,
             [
-                {"name": m, "owner": o, "labels": {}, "created_at": now}
+                {"name": m, "owner": o, "tier": tiers.get(m), "labels": {}, "created_at": now}
                 for m, o in sorted(owners.items())
             ],
         )

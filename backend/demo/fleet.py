@@ -433,6 +433,23 @@ def fleet_profile(seed: int, index: int) -> ModelProfile:
     )
 
 
+# Shares of fleet jobs that do not succeed (of those with a failure to give up at, for
+# "failed"): a fleet where every job succeeds is not a fleet.
+FAILED_SHARE = 0.5
+CANCELLED_SHARE = 0.04
+
+
+def with_outcome(plan: JobPlan, rng: random.Random) -> JobPlan:
+    """The plan, ending failed (it gives up at its last real failure) or cancelled, sometimes."""
+    real = [i for i in plan.interruptions if i.kind != "silent"]
+    draw = rng.random()
+    if draw < CANCELLED_SHARE:
+        return replace(plan, outcome="cancelled", cancel_at_s=plan.train_s * rng.uniform(0.1, 0.7))
+    if real and draw < CANCELLED_SHARE + FAILED_SHARE and real[-1].kind in ("app_error", "infra"):
+        return replace(plan, outcome="failed")
+    return plan
+
+
 def _day_label(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y%m%d")
 
@@ -463,7 +480,7 @@ def fleet_plans(
                 if regressed
                 else Conditions()
             )
-            yield plan_job(
+            plan = plan_job(
                 profile,
                 opts,
                 rng,
@@ -472,6 +489,7 @@ def fleet_plans(
                 cond=cond,
                 window_s=window_s,
             )
+            yield with_outcome(plan, random.Random(f"{seed}:outcome:{plan.job_id}"))
             n += 1
             t += profile.cadence_days * DAY * rng.uniform(0.8, 1.2)
 
