@@ -20,15 +20,30 @@ def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
     return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
 
 
-def card(card_id: str, label: str, value: str, note: str | None = None) -> html.Div:
+def card(
+    card_id: str, label: str, value: str, note: str | None = None, note_class: str = ""
+) -> html.Div:
     """A headline figure: a big number with its label (the number's element id is `card_id`)."""
     children: list[Any] = [
         html.Div(label, className="ett-card-label"),
         html.Div(value, id=card_id, className="ett-card-value"),
     ]
     if note:
-        children.append(html.Div(note, className="ett-card-note"))
+        children.append(
+            html.Div(note, id=f"{card_id}-note", className=f"ett-card-note {note_class}".strip())
+        )
     return html.Div(children, className="ett-card")
+
+
+def trend_note(trend_pp: float | None, base_pct: float | None) -> tuple[str | None, str]:
+    """A trend in points with the base it compares against, and its class (coloured by sign).
+
+    No note when there is no base to compare against.
+    """
+    if trend_pp is None or base_pct is None:
+        return None, ""
+    sign = "ett-up" if trend_pp > 0.05 else "ett-down" if trend_pp < -0.05 else ""
+    return f"{trend_pp:+.1f} points vs {base_pct:.1f}% in the range before", sign
 
 
 def cards(items: Sequence[html.Div]) -> html.Div:

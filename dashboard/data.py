@@ -6,6 +6,7 @@ so the dashboard and the API agree. Answers are plain dicts and pandas data fram
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from backend.compare import service as compare_service
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
-from backend.fleet.days import bucket_start
+from backend.fleet.days import DAY_S, bucket_start
 from backend.owners import service as owners_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
@@ -475,6 +476,35 @@ def model_lost(page: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return by_bucket, by_owner
 
 
+def owner_trend(filters: Filters, components: set[str]) -> pd.DataFrame:
+    """Lost GPU-hours per bucket in the given components (an owner's), in the filters' scope."""
+    with session() as s:
+        try:
+            ett = fleet_service.fleet_ett(
+                db_session=s,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                bucket=filters.bucket,
+                model=filters.model,
+                owner=filters.team,
+                labels=_labels(filters),
+            )
+        except LookupError:
+            return pd.DataFrame(columns=["bucket", "component", "gpu_h"])
+    frame = pd.DataFrame(
+        [
+            {"bucket": p["bucket"], "component": c, "gpu_h": v}
+            for p in ett["series"]
+            for c, v in p["components_gpu_h"].items()
+            if c in components and v > 0
+        ],
+        columns=["bucket", "component", "gpu_h"],
+    )
+    if not frame.empty:
+        frame["bucket"] = _bucket_dates(frame["bucket"].astype(float))
+    return frame
+
+
 def annotations(filters: Filters, *, model: str | None = None) -> pd.DataFrame:
     """The annotations a chart in the range shows: the fleet-wide ones, plus the model's (or,
     with a team filter and no model, the team's models') own."""
@@ -566,6 +596,62 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------- owners
+
+# SLO history: at most this many points over the range (one evaluation per SLO per point).
+SLO_HISTORY_POINTS = 30
+
+
+def slo_unit(spec: Any, value: float | None) -> str:
+    """An SLO value with its unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
+    if value is None:
+        return "—"
+    if spec.indicator == "gpu_time_share":
+        return f"{value:,.{2 if abs(value) < 1 else 1}f} % of GPU-time"
+    if spec.indicator == "ett_floor":
+        return f"{value:,.1f} % ETT"
+    if spec.indicator == "duration_percentile":
+        return f"{value:,.0f} s p{spec.percentile:g}"
+    return f"{value:,.2f} failures/job"
+
+
+def _worst(spec: Any, evaluations: list[Any]) -> float | None:
+    values = [e.value for e in evaluations if e.value is not None]
+    if not values:
+        return None
+    return min(values) if spec.is_floor else max(values)
+
+
+def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
+    """Each SLO (the owner's, or all) evaluated at the end of each day (or week) of the range.
+
+    Per SLO: its spec, the value now, and `points`: [(bucket end, worst value, breached)].
+    The evaluation is the alert evaluator's own (backend.alerts.indicators.measure) at past
+    times, so the history is what the alerts would have said then.
+    """
+    from backend.alerts import indicators
+
+    days = (filters.end - filters.start).days + 1
+    step = DAY_S if days <= SLO_HISTORY_POINTS else max(7, -(-days // SLO_HISTORY_POINTS)) * DAY_S
+    ends: list[float] = []
+    t = filters.end_ts
+    while t > filters.start_ts and len(ends) < SLO_HISTORY_POINTS:
+        ends.append(t)
+        t -= step
+    ends.reverse()
+    now = time.time()
+    out = []
+    with session() as s:
+        specs = [x for x in alerts_service.list_slos(db_session=s, owner=owner) if x.enabled]
+        caches: dict[float, dict[Any, Any]] = {}
+        for spec in specs:
+            points = []
+            for end in ends:
+                at = min(end, now)
+                value = _worst(spec, indicators.measure(s, spec, at, caches.setdefault(at, {})))
+                points.append((at, value, value is not None and spec.breached(value)))
+            current = _worst(spec, indicators.measure(s, spec, now, caches.setdefault(now, {})))
+            out.append({"spec": spec, "current": current, "points": points})
+    return out
 
 
 def alerts_view(

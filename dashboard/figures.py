@@ -833,3 +833,63 @@ def attribution_bars(attribution: dict[str, float], cascade_tts_share: float | N
         yaxis={"categoryorder": "array", "categoryarray": [L1_LABELS[p] for p in parts][::-1]},
         height=260,
     )
+
+
+# ---------------------------------------------------------------- SLOs
+
+MET_COLOR = "#a6d96a"
+BREACH_COLOR = "#d7301f"
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """A text sparkline (▁ to █) of the values, blank where a value is missing."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    lo, hi = min(known), max(known)
+    span = hi - lo or 1.0
+    return "".join(
+        " " if v is None else SPARKS[min(len(SPARKS) - 1, int((v - lo) / span * len(SPARKS)))]
+        for v in values
+    )
+
+
+def slo_compliance(history: list[dict[str, object]], *, fmt: object) -> go.Figure:
+    """SLO compliance over the range: one row per SLO, one cell per day (week), red = breached.
+
+    history: [{"spec": SloSpec, "points": [(epoch end, value, breached)]}]; fmt(spec, value)
+    writes a value with its unit for the hover.
+    """
+    rows = [h for h in history if h["points"]]
+    if not rows:
+        return empty_figure("No SLOs to evaluate.")
+    x = pd.to_datetime([p[0] for p in rows[0]["points"]], unit="s")  # type: ignore[index]
+    z, text = [], []
+    for h in rows:
+        spec = h["spec"]
+        z.append([None if v is None else (1 if b else 0) for _t, v, b in h["points"]])  # type: ignore[attr-defined]
+        text.append([fmt(spec, v) for _t, v, _b in h["points"]])  # type: ignore[attr-defined, operator]
+    names = [h["spec"].name for h in rows]  # type: ignore[attr-defined]
+    fig = go.Figure(
+        go.Heatmap(
+            x=x,
+            y=names,
+            z=z,
+            text=text,
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, MET_COLOR], [0.5, MET_COLOR], [0.5, BREACH_COLOR], [1, BREACH_COLOR]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{text}<extra></extra>",
+        )
+    )
+    return _layout(
+        fig,
+        "SLO compliance: each SLO evaluated at the end of each day (green met, red breached)",
+        yaxis={"automargin": True, "autorange": "reversed"},
+        height=140 + 22 * len(rows),
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+    )

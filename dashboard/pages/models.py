@@ -24,6 +24,7 @@ from dashboard.components import (
     register_filter_callback,
     section,
     table,
+    trend_note,
 )
 from dashboard.filters import Filters
 from dashboard.palette import COMPONENT_COLORS, COMPONENT_LABELS
@@ -221,9 +222,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                     "model-ett",
                     "ETT% (GPU-weighted)",
                     "—" if page["ett_pct"] is None else f"{page['ett_pct']:.1f}%",
-                    None
-                    if page.get("trend_pp") is None
-                    else f"{page['trend_pp']:+.1f} points vs the range before",
+                    *trend_note(page.get("trend_pp"), page.get("previous_ett_pct")),
                 ),
                 card("model-jobs", "Jobs submitted", f"{page['job_count']:,}"),
                 card("model-lost", "GPU-hours lost", f"{page['lost_gpu_h']:,.1f}"),

@@ -258,6 +258,20 @@ def test_owners_page_shows_lost_hours_and_slos(
     assert owners_shown == {"compiler"}
     narrowed = find(alert_link, "owners-components-table").data
     assert [(r["owner"], r["component"]) for r in narrowed] == [("checkpoint", "Wasted training")]
+    # The SLO row: units, the value now, the status, a sparkline and its breach history.
+    row = find(one, "owners-slos-table").data[0]
+    assert row["objective"] == "≤ 0.05 % of GPU-time" and row["current"].endswith("% of GPU-time")
+    compile_share = next(
+        r
+        for r in api.get("/api/v1/fleet/ett", params=rest).json()["total"].items()
+        if r[0] == "components_gpu_h"
+    )[1]["pt2_compile"]
+    assert compile_share > 0 and row["status"] == "breached"  # any compile beats 0.05 %
+    history = find(one, "owners-slo-history-graph").figure.data[0]
+    assert history.y == ("compile-share",) and 1 in history.z[0]
+    assert row["breached"].startswith(f"{history.z[0].count(1)} of {len(history.z[0])}")
+    assert len(row["history"]) == len(history.z[0])
+    assert find(one, "owners-trend-graph").figure.data  # the owner's lost GPU-hours trend
 
 
 def test_every_page_says_what_to_do_on_an_empty_database(
