@@ -11,7 +11,7 @@ from dash import Input, Output, State, callback, dash_table, dcc, html
 
 from dashboard.filters import Filters
 
-GRAPH_CONFIG = {"displaylogo": False}
+GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 

@@ -647,19 +647,24 @@ def attempt_timeline(
                 f"<extra>{name}</extra>"
             ),
         )
-    if not failures.empty:
+    # One trace per failure kind, so the legend shows each kind's × in its own colour.
+    kinds = [] if failures.empty else sorted(set(failures["kind"]) - set(FAILURE_COLORS))
+    for kind in [] if failures.empty else list(FAILURE_COLORS) + kinds:
+        part = failures[failures["kind"] == kind]
+        if part.empty:
+            continue
         fig.add_scatter(
-            x=(failures["ts"] - submitted_at) / 60.0,
-            y=[_row_name(a) for a in failures["attempt"]],
+            x=(part["ts"] - submitted_at) / 60.0,
+            y=[_row_name(a) for a in part["attempt"]],
             mode="markers",
-            name="failure",
+            name=f"× {kind} failure",
             marker={
                 "symbol": "x",
                 "size": 14,
-                "color": [FAILURE_COLORS.get(k, OTHER_COLOR) for k in failures["kind"]],
+                "color": FAILURE_COLORS.get(kind, OTHER_COLOR),
                 "line": {"width": 2, "color": "#000"},
             },
-            customdata=failures[["kind", "inferred"]].to_numpy(),
+            customdata=part[["kind", "inferred"]].to_numpy(),
             hovertemplate="failure: %{customdata[0]} (inferred: %{customdata[1]})<br>%{x:.1f} min<extra></extra>",
         )
     total_min = (ended_at - submitted_at) / 60.0
@@ -679,6 +684,25 @@ def attempt_timeline(
         yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "title": None},
         height=140 + 45 * len(rows),
     )
+
+
+LEGEND_GREY = "#777"
+
+
+def _legend_swatches(fig: go.Figure) -> None:
+    """Neutral legend entries for solid (critical path) and hatched (hidden) bars.
+
+    The bars take their phase's component colour, so their own legend swatch would show
+    whichever colour came first; these say what solid and hatched mean.
+    """
+    for name, style in (
+        ("solid: on the critical path", {"color": LEGEND_GREY}),
+        (
+            "hatched: hidden behind other work",
+            {"color": LEGEND_GREY, "opacity": 0.35, "pattern": {"shape": "x"}},
+        ),
+    ):
+        fig.add_bar(x=[None], y=[None], orientation="h", name=name, marker=style, hoverinfo="skip")
 
 
 def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
@@ -702,6 +726,7 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
             y=part["phase"],
             orientation="h",
             name="hidden (overlapped)" if hidden else "on the critical path",
+            showlegend=False,
             marker={
                 "color": colors,
                 "opacity": 0.35 if hidden else 1.0,
@@ -710,6 +735,7 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
             },
             hovertemplate="%{y}<br>%{base:.1f} → +%{x:.1f} min<extra>%{fullData.name}</extra>",
         )
+    _legend_swatches(fig)
     return _layout(
         fig,
         title,
@@ -738,6 +764,7 @@ def phase_hidden_work(
         y=data["phase"],
         orientation="h",
         name="exposed (on the critical path)",
+        showlegend=False,
         marker={"color": colors},
         hovertemplate="%{y}: %{x:.1f} min exposed<extra></extra>",
     )
@@ -746,9 +773,11 @@ def phase_hidden_work(
         y=data["phase"],
         orientation="h",
         name="hidden behind other work",
+        showlegend=False,
         marker={"color": colors, "opacity": 0.35, "pattern": {"shape": "x"}},
         hovertemplate="%{y}: %{x:.1f} min hidden<extra></extra>",
     )
+    _legend_swatches(fig)
     return _layout(
         fig,
         title,

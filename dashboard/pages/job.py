@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import dash
 import pandas as pd
@@ -129,13 +130,17 @@ def l1_table(result: dict[str, Any]) -> Any:
         },
         {"part": "end to end", "minutes": result.get("e2e_s", 0.0) / 60.0, "note": ""},
     ]
+    e2e_min = (result.get("e2e_s") or 0.0) / 60.0
+    for row in rows:
+        row["pct"] = 100.0 * row["minutes"] / e2e_min if e2e_min > 0 else None
     return table(
         "job-l1-table",
         rows,
         [
             {"id": "part", "name": "Level 1"},
             num_col("minutes", "minutes"),
-            {"id": "note", "name": ""},
+            num_col("pct", "% of E2E"),
+            {"id": "note", "name": "note"},
         ],
         page_size=50,
     )
@@ -253,7 +258,20 @@ def critical_path_block(advice: dict[str, Any] | None) -> list[Any]:
             )
         )
     if len(paths) > MAX_PATHS:
-        blocks.append(html.P(f"{len(paths) - MAX_PATHS} more attempts not shown."))
+        more = len(paths) - MAX_PATHS
+        job_id = (advice or {}).get("job_id", "")
+        blocks.append(
+            html.P(
+                [
+                    f"{more} more attempt{'s' if more != 1 else ''}: ",
+                    html.A(
+                        "their init paths (JSON)",
+                        href=f"/api/v1/jobs/{quote(str(job_id), safe='')}/critical-path",
+                        id="job-more-attempts",
+                    ),
+                ]
+            )
+        )
     return blocks
 
 

@@ -77,7 +77,9 @@ def test_attempt_timeline_draws_attempts_as_rows_in_minutes() -> None:
     replay = bars["wasted: replay"]
     assert replay.marker.pattern.shape == "/"
     assert replay.marker.color == WASTE_COLORS["replay"]
-    failure = next(t for t in fig.data if t.name == "failure")
+    failure = next(t for t in fig.data if t.name.endswith("failure"))
+    # The legend names the kind, in the kind's colour (a red × for app_error).
+    assert failure.marker.color == FAILURE_COLORS[failure.name.split()[1]]
     assert list(failure.x) == pytest.approx([60.0])
     assert list(failure.y) == ["attempt 0"]
     assert list(fig.layout.yaxis.categoryarray) == ["attempt 1", "attempt 0"]
@@ -248,7 +250,12 @@ def test_init_critical_path_separates_path_and_hidden_work() -> None:
         ]
     )
     fig = figures.init_critical_path(spans, title="attempt 0")
-    on_path, hidden = fig.data
+    on_path, hidden, *swatches = fig.data
+    assert [s.name for s in swatches] == [
+        "solid: on the critical path",
+        "hatched: hidden behind other work",
+    ]
+    assert not on_path.showlegend and not hidden.showlegend
     assert list(on_path.y) == ["hardware_setup", "pt2_compile"]
     assert list(on_path.x) == pytest.approx([2.0, 20.0])
     assert list(hidden.base) == pytest.approx([2.0]) and hidden.marker.pattern.shape == "x"
@@ -264,7 +271,7 @@ def test_phase_hidden_work_is_total_minus_exposed() -> None:
         }
     )
     fig = figures.phase_hidden_work(phases)
-    exposed, hidden = fig.data
+    exposed, hidden, *_swatches = fig.data
     assert dict(zip(hidden.y, hidden.x, strict=True)) == pytest.approx(
         {"pt2_compile": 0.0, "trainer_init.first_batch": 10.0}
     )
