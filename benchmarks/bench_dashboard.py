@@ -43,6 +43,7 @@ def load_fleet(database: Database, settings: Settings, models: int, days: float)
         now=spec.now,
     )
     loader.store_annotations(database, fleet.fleet_annotations(spec))
+    loader.backfill_slo_history(database, settings, spec.start, spec.now)
     return report.jobs
 
 

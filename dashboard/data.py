@@ -6,7 +6,6 @@ so the dashboard and the API agree. Answers are plain dicts and pandas data fram
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,13 +15,14 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from backend.advice import service as advice_service
+from backend.alerts import history as alerts_history
 from backend.alerts import service as alerts_service
 from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
-from backend.fleet.days import DAY_S, bucket_start
+from backend.fleet.days import bucket_start
 from backend.owners import service as owners_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
@@ -597,9 +597,6 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
 
 # ---------------------------------------------------------------- owners
 
-# SLO history: at most this many points over the range (one evaluation per SLO per point).
-SLO_HISTORY_POINTS = 30
-
 
 def slo_unit(spec: Any, value: float | None) -> str:
     """An SLO value with its unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
@@ -614,43 +611,30 @@ def slo_unit(spec: Any, value: float | None) -> str:
     return f"{value:,.2f} failures/job"
 
 
-def _worst(spec: Any, evaluations: list[Any]) -> float | None:
-    values = [e.value for e in evaluations if e.value is not None]
-    if not values:
-        return None
-    return min(values) if spec.is_floor else max(values)
-
-
 def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
-    """Each SLO (the owner's, or all) evaluated at the end of each day (or week) of the range.
+    """Each SLO (the owner's, or all): its value now and its stored history in the range.
 
-    Per SLO: its spec, the value now, and `points`: [(bucket end, worst value, breached)].
-    The evaluation is the alert evaluator's own (backend.alerts.indicators.measure) at past
-    times, so the history is what the alerts would have said then.
+    Per SLO: its spec, `current` (the worst value of the evaluator's latest pass) and `points`:
+    [(instant, worst value, breached)] from backend.alerts.history (the evaluator's measure at
+    the end of past days and weeks; `ett demo` backfills them).
     """
-    from backend.alerts import indicators
-
-    days = (filters.end - filters.start).days + 1
-    step = DAY_S if days <= SLO_HISTORY_POINTS else max(7, -(-days // SLO_HISTORY_POINTS)) * DAY_S
-    ends: list[float] = []
-    t = filters.end_ts
-    while t > filters.start_ts and len(ends) < SLO_HISTORY_POINTS:
-        ends.append(t)
-        t -= step
-    ends.reverse()
-    now = time.time()
-    out = []
     with session() as s:
         specs = [x for x in alerts_service.list_slos(db_session=s, owner=owner) if x.enabled]
-        caches: dict[float, dict[Any, Any]] = {}
-        for spec in specs:
-            points = []
-            for end in ends:
-                at = min(end, now)
-                value = _worst(spec, indicators.measure(s, spec, at, caches.setdefault(at, {})))
-                points.append((at, value, value is not None and spec.breached(value)))
-            current = _worst(spec, indicators.measure(s, spec, now, caches.setdefault(now, {})))
-            out.append({"spec": spec, "current": current, "points": points})
+        stored = alerts_history.points(
+            db_session=s,
+            names=[x.name for x in specs],
+            start=filters.start_ts,
+            end=filters.end_ts,
+        )
+        latest: dict[str, list[float]] = {}
+        for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=5_000):
+            if a.value is not None:
+                latest.setdefault(a.slo_name, []).append(a.value)
+    out = []
+    for spec in specs:
+        values = latest.get(spec.name)
+        current = None if not values else (min(values) if spec.is_floor else max(values))
+        out.append({"spec": spec, "current": current, "points": stored.get(spec.name, [])})
     return out
 
 

@@ -1,4 +1,4 @@
-"""annotations (owned by the dashboard work)
+"""annotations and SLO compliance history (owned by the dashboard work)
 
 Revision ID: 0010
 Revises: 0004
@@ -35,9 +35,18 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_annotations")),
     )
     op.create_index("ix_annotations_ts", "annotations", ["ts"], unique=False)
+    op.create_table(
+        "slo_history",
+        sa.Column("slo", sa.String(length=128), nullable=False),
+        sa.Column("ts", sa.Float(), nullable=False),
+        sa.Column("value", sa.Float(), nullable=True),
+        sa.Column("breached", sa.Boolean(), nullable=False),
+        sa.PrimaryKeyConstraint("slo", "ts", name=op.f("pk_slo_history")),
+    )
 
 
 def downgrade() -> None:
     """Revert this revision."""
+    op.drop_table("slo_history")
     op.drop_index("ix_annotations_ts", table_name="annotations")
     op.drop_table("annotations")

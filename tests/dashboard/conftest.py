@@ -28,6 +28,7 @@ def seed_demo(database: Database, settings: Settings, *, now: float | None = Non
     )
     assert report.accepted > 0 and not report.rejected
     loader.store_annotations(database, fleet.fleet_annotations(spec))
+    loader.backfill_slo_history(database, settings, spec.start, now)
     return now
 
 
