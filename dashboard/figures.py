@@ -598,6 +598,10 @@ def _row_name(attempt: object) -> str:
     return f"attempt {int(attempt)}"  # type: ignore[call-overload]
 
 
+IN_PROGRESS = "in_progress"
+IN_PROGRESS_COLOR = "#bdbdbd"
+
+
 def attempt_timeline(
     intervals: pd.DataFrame,
     failures: pd.DataFrame,
@@ -620,16 +624,30 @@ def attempt_timeline(
         phase if comp == "wasted_training" and phase in WASTE_COLORS else comp
         for comp, phase in zip(data["component"], data["phase"], strict=True)
     ]
+    if provisional:
+        # A running job's live tail (marked by the engine, or the unattributed time up to
+        # now) is not yet known: drawn hatched as "in progress", not as unattributed.
+        marked = (
+            data["provisional"].fillna(False).astype(bool)
+            if "provisional" in data
+            else pd.Series(False, index=data.index)
+        )
+        tail = (data["component"] == "unattributed") & (data["end"] >= ended_at - 1.0)
+        data.loc[marked | tail, "kind"] = IN_PROGRESS
     data["x0"] = (data["start"] - submitted_at) / 60.0
     data["dur"] = (data["end"] - data["start"]) / 60.0
     rows = sorted(set(data["row"]), key=lambda r: (r != "job", len(r), r))
     fig = go.Figure()
     kinds = [c for c in COMPONENT_ORDER if c != "wasted_training"] + list(WASTE_COLORS)
-    for kind in kinds:
+    for kind in [*kinds, IN_PROGRESS]:
         part = data[data["kind"] == kind]
         if part.empty:
             continue
-        name = COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
+        name = (
+            "in progress (provisional)"
+            if kind == IN_PROGRESS
+            else COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
+        )
         fig.add_bar(
             base=part["x0"],
             x=part["dur"],
@@ -637,9 +655,9 @@ def attempt_timeline(
             orientation="h",
             name=name,
             marker={
-                "color": component_color(kind),
+                "color": IN_PROGRESS_COLOR if kind == IN_PROGRESS else component_color(kind),
                 "line": {"width": 0},
-                "pattern": {"shape": "/" if kind == "replay" else ""},
+                "pattern": {"shape": "/" if kind in ("replay", IN_PROGRESS) else ""},
             },
             customdata=part[["phase", "x0", "dur"]].fillna("").to_numpy(),
             hovertemplate=(

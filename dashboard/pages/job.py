@@ -48,7 +48,10 @@ def fmt_pct(value: float | None) -> str:
 def intervals_frame(result: dict[str, Any]) -> pd.DataFrame:
     """The job's attributed intervals with epoch-second times."""
     rows = result.get("intervals") or []
-    frame = pd.DataFrame(rows, columns=["start", "end", "attempt", "component", "phase"])
+    columns = ["start", "end", "attempt", "component", "phase"]
+    if any("provisional" in r for r in rows):
+        columns.append("provisional")  # the engine's mark on a running job's live tail
+    frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         return frame
     frame["start"] = [data.epoch(v) for v in frame["start"]]
@@ -121,7 +124,9 @@ def l1_table(result: dict[str, Any]) -> Any:
         {
             "part": "final shutdown",
             "minutes": l1.get("final_shutdown_s", 0.0) / 60.0,
-            "note": "",
+            "note": "job still running: in progress, not final"
+            if result.get("provisional")
+            else "",
         },
         {
             "part": "effective training",

@@ -323,3 +323,27 @@ def test_level1_weights_tts_by_gpus_and_ttr_by_failures() -> None:
     assert row["nof"] == pytest.approx(8 * 2 / 10)  # the job of unknown size weighs nothing
     fig = figures.level1_over_time(out, title="t")
     assert [t.name for t in fig.data] == ["TTS", "TTR", "NoF"]
+
+
+def test_a_running_jobs_live_tail_is_drawn_in_progress_not_unattributed() -> None:
+    t0 = 1_000_000.0
+    intervals = pd.DataFrame(
+        {
+            "start": [t0, t0 + 600],
+            "end": [t0 + 600, t0 + 900],
+            "attempt": [0, 0],
+            "component": ["effective_training", "unattributed"],
+            "phase": [None, None],
+        }
+    )
+    live = figures.attempt_timeline(
+        intervals, pd.DataFrame(), submitted_at=t0, ended_at=t0 + 900, provisional=True
+    )
+    names = [t.name for t in live.data]
+    assert "in progress (provisional)" in names and "Unattributed" not in names
+    tail = next(t for t in live.data if t.name == "in progress (provisional)")
+    assert tail.marker.pattern.shape == "/" and list(tail.x) == pytest.approx([5.0])
+    done = figures.attempt_timeline(
+        intervals, pd.DataFrame(), submitted_at=t0, ended_at=t0 + 900, provisional=False
+    )
+    assert "Unattributed" in [t.name for t in done.data]
