@@ -206,6 +206,28 @@ def search_jobs(
     return JobSearch(rows, total, offset)
 
 
+def labelled_jobs(filters: Filters, key: str, value: str, limit: int = 200) -> list[str]:
+    """Ids of the jobs labelled key=value in the range, newest first (compare's suggestions)."""
+    with session() as s:
+        rows, _total = ett_service.list_jobs(
+            db_session=s,
+            model=filters.model,
+            owner=filters.team,
+            labels={key: value},
+            start=filters.start_ts,
+            end=filters.end_ts,
+            limit=limit,
+        )
+    return [r["job_id"] for r in rows]
+
+
+def job_ids_like(search: str, limit: int = 20) -> list[str]:
+    """Ids of the newest jobs whose id or model starts with `search` (any date)."""
+    with session() as s:
+        rows, _total = ett_service.list_jobs(db_session=s, search=search, limit=limit)
+    return [r["job_id"] for r in rows]
+
+
 def job_statuses() -> list[str]:
     """Every job status stored."""
     with session() as s:

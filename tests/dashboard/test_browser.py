@@ -223,3 +223,25 @@ def test_a_job_found_by_search_opens_its_page(site: str, browser: Browser) -> No
     browser.wait_for_text("#job-id", oldest)
     browser.wait_for_graphs(1)
     assert browser.severe() == []
+
+
+def _pick(browser: Browser, dropdown_id: str, text: str) -> None:
+    browser.click(f"#{dropdown_id}")
+    field = browser.wait_for(f"#{dropdown_id} input")
+    field.send_keys(text)
+    browser.wait_for_text(f"#{dropdown_id}", text)
+    field.send_keys("\n")
+
+
+def test_compare_picker_opens_the_chosen_pair(site: str, browser: Browser) -> None:
+    browser.console()
+    _open(browser, site + "/compare", 2)
+    _pick(browser, "compare-pick-baseline", "model-c-baseline")
+    _pick(browser, "compare-pick-optimized", "model-c-optimized")
+    browser.click("#compare-pick-go")
+    url = browser.wait_for_url("optimized=model-c-optimized")
+    assert "baseline=model-c-baseline" in url
+    browser.wait_for_text("#compare-title", "model-c-baseline (baseline) vs model-c-optimized")
+    assert "PT2 compile" in browser.text("#compare-l2-table")
+    assert not browser.find_all("#compare-filter-model")[0].is_displayed()
+    assert browser.severe() == []

@@ -223,6 +223,19 @@ def test_compare_page_equals_the_rest_answer(
     assert find(missing, "compare-empty") is not None
     first = find(page, "compare-table").data[0]
     assert "/job?" in first["job"] and "baseline=model-a-baseline" in first["pair"]
+    # Level-2 deltas beside the Level-1 ones: PT2 compile before and after, as REST has it.
+    l2 = {r["component"]: r for r in find(pair, "compare-l2-table").data}
+    b_compile = one["baseline"]["components"]["pt2_compile"] / 60.0
+    o_compile = one["optimized"]["components"]["pt2_compile"] / 60.0
+    assert l2["PT2 compile"]["baseline_min"] == pytest.approx(b_compile)
+    assert l2["PT2 compile"]["delta_min"] == pytest.approx(o_compile - b_compile)
+    assert "Eq. 3" in str(find(pair, "compare-terms").children)
+    # The picker suggests labelled jobs per side; a named pair hides the pair-choosing filters.
+    assert "model-a-baseline" in find(page, "compare-pick-baseline").options
+    assert "model-a-optimized" in find(page, "compare-pick-optimized").options
+    assert find(pair, "compare-pick-baseline").value == "model-e-baseline"
+    assert find(pair, "compare-filters-hidden").style == {"display": "none"}
+    assert find(page, "compare-filters-hidden") is None
 
 
 def test_owners_page_shows_lost_hours_and_slos(
