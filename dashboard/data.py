@@ -465,7 +465,7 @@ def model_level1(jobs: list[dict[str, Any]]) -> pd.DataFrame:
     nof = frame["nof"].astype(float)
     return pd.DataFrame(
         {
-            "x": to_datetime(frame["submitted_at"].astype(float)).dt.tz_convert(None),
+            "x": to_datetime(frame["submitted_at"].astype(float).round()).dt.tz_convert(None),
             "job_id": frame["job_id"],
             "tts_min": frame["tts_s"].astype(float) / 60.0,
             "ttr_min": frame["recovery_s"].astype(float) / nof.where(nof > 0) / 60.0,
@@ -544,7 +544,10 @@ def annotations(filters: Filters, *, model: str | None = None) -> pd.DataFrame:
             or (filters.team is not None and r["team"] == filters.team)
         ]
     frame = pd.DataFrame(rows, columns=["ts", "title", "model", "team", "link"])
-    frame["ts"] = _bucket_dates(frame["ts"].astype(float)) if not frame.empty else frame["ts"]
+    # Whole seconds: plotly drops sub-microsecond parts with a warning.
+    frame["ts"] = (
+        _bucket_dates(frame["ts"].astype(float).round()) if not frame.empty else frame["ts"]
+    )
     return frame
 
 
