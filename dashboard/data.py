@@ -441,14 +441,20 @@ def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     TTS and TTR come from the jobs submitted in each bucket, weighted by their GPUs; NoF by
     kind is the fleet page's failure series (`nof`: bucket, kind, failures, jobs).
     """
-    jobs = jobs_frame(filters, sort="-submitted_at")
-    jobs = jobs[jobs["submitted_at"] >= filters.start_ts]
+    with session() as s:
+        rows = ett_service.level1_rows(
+            db_session=s,
+            start=filters.start_ts,
+            end=filters.end_ts,
+            model=filters.model,
+            owner=filters.team,
+            labels=_labels(filters),
+        )
+    jobs = pd.DataFrame(rows, columns=["submitted_at", "gpus", "tts_s", "recovery_s", "nof"])
     if jobs.empty:
         return pd.DataFrame(columns=["x", "tts_min", "ttr_min", "nof"]), pd.DataFrame()
-    key = _bucket_dates(
-        [bucket_start(float(t), filters.bucket) for t in jobs["submitted_at"]]
-    ).reset_index(drop=True)
-    points = _weighted_level1(jobs.reset_index(drop=True), key)
+    key = _bucket_dates([bucket_start(float(t), filters.bucket) for t in jobs["submitted_at"]])
+    points = _weighted_level1(jobs, key)
     kinds = pd.DataFrame(
         {
             "x": nof["bucket"],
