@@ -3,6 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BASE := $(VENV)/.base-installed
 HOST ?= 127.0.0.1
 PORT ?= 8050
 
@@ -17,10 +18,17 @@ $(STAMP): pyproject.toml scripts/install_torch.sh
 
 setup: $(STAMP) ## create .venv and install the project with its dev and torch extras
 
-demo: setup ## load the demo fleet into ~/.ett/ett.db (first run) and serve it
+# The demo is a simulated fleet: the base package alone (no torch, no dev tools).
+$(BASE): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(BASE)
+
+demo: $(BASE) ## install the base package, load the demo fleet into ~/.ett/ett.db (first run), serve it
 	$(BIN)/ett demo --host $(HOST) --port $(PORT)
 
-serve: setup ## serve whatever ETT_DATABASE_URL holds
+serve: $(BASE) ## serve whatever ETT_DATABASE_URL holds
 	$(BIN)/ett db upgrade
 	$(BIN)/ett serve --host $(HOST) --port $(PORT)
 

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from backend.advice.views import router as advice_router
 from backend.alerts.views import router as alerts_router
+from backend.annotations.views import router as annotations_router
 from backend.auth.views import router as tokens_router
 from backend.compare.views import router as compare_router
 from backend.ett.views import router as ett_router
@@ -24,3 +25,4 @@ api_router.include_router(workloads_router)
 api_router.include_router(advice_router)
 api_router.include_router(planner_router)
 api_router.include_router(tokens_router)
+api_router.include_router(annotations_router)

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate
@@ -69,7 +70,9 @@ def create_app(
                 worker.stop()
             workers.clear()
 
-    app = FastAPI(
+    # /docs and /redoc from Swagger UI and ReDoc files shipped in the fastapi-offline wheel
+    # (served under /static-offline-docs), not from a CDN: GPU clusters are often offline.
+    app = FastAPIOffline(
         title="ETT% fleet observability",
         version="0.1.0",
         description=DESCRIPTION,

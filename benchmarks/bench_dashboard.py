@@ -42,6 +42,8 @@ def load_fleet(database: Database, settings: Settings, models: int, days: float)
         total_events=fleet.count_events(spec),
         now=spec.now,
     )
+    loader.store_annotations(database, fleet.fleet_annotations(spec))
+    loader.backfill_slo_history(database, settings, spec.start, spec.now)
     return report.jobs
 
 
@@ -84,10 +86,11 @@ def pages(database: Database) -> list[tuple[str, str, int]]:
         ).scalar_one()
     model = busiest[0] if busiest else "model-a"
     return [
-        ("fleet", "/", 6),
+        ("fleet", "/", 7),
         ("models (list)", "/model", 0),
-        (f"model ({model})", f"/model?model={model}", 3),
+        (f"model ({model})", f"/model?model={model}", 6),
         ("jobs (list)", "/job", 0),
+        ("jobs (search)", f"/job?q={model[:6]}", 0),
         (f"job ({failed})", f"/job?job_id={failed}", 3),
         ("compare (6 pairs)", "/compare", 2),
         ("owners", "/owners", 1),

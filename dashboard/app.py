@@ -34,7 +34,8 @@ NAV = (
     ("plan", "Plan", "/plan"),
 )
 # The filters that follow the reader from page to page.
-CARRIED = ("start", "end", "owner", "label", "bucket")
+# `owner` (a component's team) is the owners page's own filter and is not carried.
+CARRIED = ("start", "end", "team", "label", "bucket")
 
 _lock = threading.RLock()
 _app: Dash | None = None
@@ -64,7 +65,7 @@ def _shell() -> html.Div:
     Input("shell-url", "search"),
 )
 def _carry_filters(search: str | None) -> list[str]:
-    """Nav links keep the reader's date range, owner, label and bucket."""
+    """Nav links keep the reader's date range, team, label and bucket."""
     query = {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in CARRIED and v}
     suffix = f"?{urlencode(query)}" if query else ""
     return [f"{href}{suffix}" for _key, _label, href in NAV]

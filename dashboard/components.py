@@ -11,7 +11,7 @@ from dash import Input, Output, State, callback, dash_table, dcc, html
 
 from dashboard.filters import Filters
 
-GRAPH_CONFIG = {"displaylogo": False}
+GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
@@ -20,15 +20,30 @@ def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
     return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
 
 
-def card(card_id: str, label: str, value: str, note: str | None = None) -> html.Div:
+def card(
+    card_id: str, label: str, value: str, note: str | None = None, note_class: str = ""
+) -> html.Div:
     """A headline figure: a big number with its label (the number's element id is `card_id`)."""
     children: list[Any] = [
         html.Div(label, className="ett-card-label"),
         html.Div(value, id=card_id, className="ett-card-value"),
     ]
     if note:
-        children.append(html.Div(note, className="ett-card-note"))
+        children.append(
+            html.Div(note, id=f"{card_id}-note", className=f"ett-card-note {note_class}".strip())
+        )
     return html.Div(children, className="ett-card")
+
+
+def trend_note(trend_pp: float | None, base_pct: float | None) -> tuple[str | None, str]:
+    """A trend in points with the base it compares against, and its class (coloured by sign).
+
+    No note when there is no base to compare against.
+    """
+    if trend_pp is None or base_pct is None:
+        return None, ""
+    sign = "ett-up" if trend_pp > 0.05 else "ett-down" if trend_pp < -0.05 else ""
+    return f"{trend_pp:+.1f} points vs {base_pct:.1f}% in the range before", sign
 
 
 def cards(items: Sequence[html.Div]) -> html.Div:
@@ -51,6 +66,45 @@ NO_DATA_HINT = (
 )
 
 
+NO_MATCH_HINT = (
+    "Data exists, but not for these filters: widen the date range or clear the model, team "
+    "or label filter."
+)
+
+
+def nothing_shown(element_id: str, what: str, *, has_data: bool, hint: str = NO_DATA_HINT) -> Any:
+    """The truthful empty state: "no X matches these filters" when data exists, else "no data yet"."""
+    if has_data:
+        return empty_state(element_id, f"No {what} matches these filters", NO_MATCH_HINT)
+    return empty_state(element_id, f"No {what} yet", hint)
+
+
+def annotation_list(element_id: str, notes: Any, *, most: int = 8) -> html.Details | None:
+    """The annotations drawn on a chart (◆), listed under it, newest first (None when none)."""
+    if notes is None or notes.empty:
+        return None
+    rows = notes.sort_values("ts", ascending=False).head(most)
+    items = [
+        html.Li(
+            [
+                html.Span(f"{ts:%Y-%m-%d} ", className="ett-note-date"),
+                html.A(title, href=link) if isinstance(link, str) and link else title,
+                html.Span(f" · {model}", className="ett-note") if isinstance(model, str) else "",
+            ]
+        )
+        for ts, title, link, model in zip(
+            rows["ts"], rows["title"], rows["link"], rows["model"], strict=True
+        )
+    ]
+    more = f" (latest {most} of {len(notes)})" if len(notes) > most else ""
+    return html.Details(
+        [html.Summary(f"◆ {len(notes)} annotations{more}"), html.Ul(items)],
+        id=element_id,
+        className="ett-annotations",
+        open=True,
+    )
+
+
 def section(title: str, *children: Any, note: str | None = None) -> html.Section:
     """A titled block of a page."""
     head: list[Any] = [html.H2(title)]
@@ -65,11 +119,19 @@ def filter_bar(
     *,
     path: str,
     models: Sequence[str] = (),
+    teams: Sequence[str] = (),
     owners: Sequence[str] = (),
     show_bucket: bool = False,
     show_model: bool = True,
+    show_team: bool = True,
+    show_owner: bool = False,
+    show_label: bool = True,
 ) -> html.Div:
-    """Date range, model, owner, label (and bucket) controls; a change rewrites the URL."""
+    """Date range, model, team, label (and bucket; owner on the owners page) controls.
+
+    A change rewrites the URL. Hidden controls still carry their value, so a filter a page
+    does not use survives the visit and is not applied where it means nothing.
+    """
     controls: list[Any] = [
         dcc.Location(id=f"{prefix}-filter-nav", refresh="callback-nav"),
         dcc.Store(id=f"{prefix}-filter-extra", data={"path": path, **filters.extra}),
@@ -106,21 +168,20 @@ def filter_bar(
             style={} if show_model else {"display": "none"},
         )
     )
-    owner_options = list(owners)
-    if filters.owner and filters.owner not in owner_options:
-        owner_options.insert(0, filters.owner)
     controls.append(
-        html.Label(
-            [
-                "Owner",
-                dcc.Dropdown(
-                    id=f"{prefix}-filter-owner",
-                    options=owner_options,
-                    value=filters.owner,
-                    placeholder="all owners",
-                    clearable=True,
-                ),
-            ]
+        _choice(
+            prefix, "team", "Team (owns the model)", filters.team, teams, "all teams", show_team
+        )
+    )
+    controls.append(
+        _choice(
+            prefix,
+            "owner",
+            "Owner (owns the component)",
+            filters.owner,
+            owners,
+            "all owners",
+            show_owner,
         )
     )
     controls.append(
@@ -134,7 +195,8 @@ def filter_bar(
                     placeholder="key=value",
                     debounce=True,
                 ),
-            ]
+            ],
+            style={} if show_label else {"display": "none"},
         )
     )
     controls.append(
@@ -158,6 +220,33 @@ def filter_bar(
     return html.Div(controls, className="ett-filters", id=f"{prefix}-filters")
 
 
+def _choice(
+    prefix: str,
+    key: str,
+    label: str,
+    value: str | None,
+    names: Sequence[str],
+    placeholder: str,
+    shown: bool,
+) -> html.Label:
+    options = list(names)
+    if value and value not in options:
+        options.insert(0, value)
+    return html.Label(
+        [
+            label,
+            dcc.Dropdown(
+                id=f"{prefix}-filter-{key}",
+                options=options,
+                value=value,
+                placeholder=placeholder,
+                clearable=True,
+            ),
+        ],
+        style={} if shown else {"display": "none"},
+    )
+
+
 def register_filter_callback(prefix: str) -> None:
     """The callback that turns a change of `prefix`'s filter bar into a new URL."""
 
@@ -166,6 +255,7 @@ def register_filter_callback(prefix: str) -> None:
         Input(f"{prefix}-filter-dates", "start_date"),
         Input(f"{prefix}-filter-dates", "end_date"),
         Input(f"{prefix}-filter-model", "value"),
+        Input(f"{prefix}-filter-team", "value"),
         Input(f"{prefix}-filter-owner", "value"),
         Input(f"{prefix}-filter-label", "value"),
         Input(f"{prefix}-filter-bucket", "value"),
@@ -176,6 +266,7 @@ def register_filter_callback(prefix: str) -> None:
         start: str | None,
         end: str | None,
         model: str | None,
+        team: str | None,
         owner: str | None,
         label: str | None,
         bucket: str | None,
@@ -187,6 +278,7 @@ def register_filter_callback(prefix: str) -> None:
             "start": (start or "")[:10],
             "end": (end or "")[:10],
             "model": model or "",
+            "team": team or "",
             "owner": owner or "",
             "label": (label or "").strip(),
             **extra,

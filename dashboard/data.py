@@ -15,12 +15,15 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from backend.advice import service as advice_service
+from backend.alerts import history as alerts_history
 from backend.alerts import service as alerts_service
+from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.db import describe_error
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
+from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
@@ -95,11 +98,19 @@ def model_names() -> list[str]:
     return sorted(model_owners())
 
 
+def team_names() -> list[str]:
+    """Every team that owns a model, sorted (the Team filter's list)."""
+    return sorted({o for o in model_owners().values() if o})
+
+
 def owner_names() -> list[str]:
-    """Every team that owns a model or a component, sorted."""
-    names = {o for o in model_owners().values() if o}
-    names |= set(component_owners().values())
-    return sorted(names)
+    """Every team that owns a component or phase, sorted (the owners page's Owner filter)."""
+    return sorted(set(component_owners().values()))
+
+
+def has_data() -> bool:
+    """True once any model has sent a job (empty states say "no match" rather than "no data")."""
+    return bool(model_owners())
 
 
 def component_owners() -> dict[str, str]:
@@ -155,7 +166,7 @@ def jobs_frame(
         rows, _total = ett_service.list_jobs(
             db_session=s,
             model=model or filters.model,
-            owner=filters.owner,
+            owner=filters.team,
             labels=_labels(filters),
             start=filters.start_ts,
             end=filters.end_ts,
@@ -181,6 +192,74 @@ def jobs_frame(
         "recovery_s",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+@dataclass
+class JobSearch:
+    """One page of the Jobs list: the rows, how many jobs match in all, and where the page starts."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    offset: int
+
+
+def search_jobs(
+    filters: Filters,
+    *,
+    search: str | None,
+    status: str | None,
+    sort: str,
+    limit: int,
+    offset: int,
+) -> JobSearch:
+    """Jobs by id or model prefix, status, model, team and label, one page (server-side).
+
+    A search looks through every job, whatever the date range; without one the range applies.
+    """
+    ranged = not search
+    with session() as s:
+        rows, total = ett_service.list_jobs(
+            db_session=s,
+            model=filters.model,
+            owner=filters.team,
+            labels=_labels(filters),
+            status=status,
+            start=filters.start_ts if ranged else None,
+            end=filters.end_ts if ranged else None,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+            search=search,
+        )
+    return JobSearch(rows, total, offset)
+
+
+def labelled_jobs(filters: Filters, key: str, value: str, limit: int = 200) -> list[str]:
+    """Ids of the jobs labelled key=value in the range, newest first (compare's suggestions)."""
+    with session() as s:
+        rows, _total = ett_service.list_jobs(
+            db_session=s,
+            model=filters.model,
+            owner=filters.team,
+            labels={key: value},
+            start=filters.start_ts,
+            end=filters.end_ts,
+            limit=limit,
+        )
+    return [r["job_id"] for r in rows]
+
+
+def job_ids_like(search: str, limit: int = 20) -> list[str]:
+    """Ids of the newest jobs whose id or model starts with `search` (any date)."""
+    with session() as s:
+        rows, _total = ett_service.list_jobs(db_session=s, search=search, limit=limit)
+    return [r["job_id"] for r in rows]
+
+
+def job_statuses() -> list[str]:
+    """Every job status stored."""
+    with session() as s:
+        return ett_service.job_statuses(db_session=s)
 
 
 def job_summaries(job_ids: list[str]) -> pd.DataFrame:
@@ -246,7 +325,7 @@ def _owner_components(s: Session, filters: Filters) -> pd.DataFrame:
         end=filters.end_ts,
         by="owner",
         model=filters.model,
-        owner=filters.owner,
+        owner=filters.team,
         labels=_labels(filters),
     )
     return pd.DataFrame(
@@ -270,7 +349,7 @@ def owner_components(filters: Filters) -> pd.DataFrame:
 
 def fleet_view(filters: Filters) -> FleetView:
     """Headline, ETT% trend, lost GPU-hours by component and owner, NoF per job, regressions."""
-    scope = {"model": filters.model, "owner": filters.owner, "labels": _labels(filters)}
+    scope = {"model": filters.model, "owner": filters.team, "labels": _labels(filters)}
     span = filters.end_ts - filters.start_ts
     with read_session() as s:
         try:
@@ -295,11 +374,21 @@ def fleet_view(filters: Filters) -> FleetView:
                 before_end=filters.start_ts,
                 after_start=filters.start_ts,
                 after_end=filters.end_ts,
-                owner=filters.owner,
+                owner=filters.team,
                 labels=_labels(filters),
             )
         except LookupError as err:
-            return _empty_fleet(str(err).strip("'\""))
+            missing: str | None = str(err).strip("'\"")
+        else:
+            missing = None
+    if missing is not None:
+        # Outside the session above: SQLite allows one writer-capable session at a time.
+        if filters.team and filters.team not in team_names():
+            missing = (
+                f"No model belongs to team {filters.team!r}: pick a team from the Team list, "
+                "or clear it. (A team that owns a component is on the Owners page.)"
+            )
+        return _empty_fleet(missing)
     total = ett["total"]
     headline = {
         "ett_pct": total["ett_pct"],
@@ -343,11 +432,157 @@ def fleet_view(filters: Filters) -> FleetView:
                 "after_pct": r["ett_pct_after"],
             }
             for r in regressed
-            if r["model"]
+            if r["model"] and (not filters.model or r["model"] == filters.model)
         ],
         columns=["model", "before_pct", "after_pct"],
     )
     return FleetView(headline, series, lost, nof, reg, None, owner_components)
+
+
+def _weighted_level1(jobs: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
+    """GPU-weighted TTS per job and TTR per failure, and NoF per job, grouped by `key`."""
+    w = jobs["gpus"].astype(float).fillna(0.0)  # a job of unknown size weighs nothing
+    frame = pd.DataFrame(
+        {
+            "x": key,
+            "w": w,
+            "tts_w": jobs["tts_s"].astype(float).fillna(0.0) * w,
+            "rec_w": jobs["recovery_s"].astype(float).fillna(0.0) * w,
+            "nof_w": jobs["nof"].astype(float).fillna(0.0) * w,
+        }
+    )
+    g = frame.groupby("x", as_index=False).sum()
+    w_sum = g["w"].where(g["w"] > 0)
+    return pd.DataFrame(
+        {
+            "x": g["x"],
+            "tts_min": g["tts_w"] / w_sum / 60.0,
+            "ttr_min": (g["rec_w"] / g["nof_w"].where(g["nof_w"] > 0)) / 60.0,
+            "nof": g["nof_w"] / w_sum,
+        }
+    )
+
+
+def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The fleet's Level-1 view per bucket: GPU-weighted TTS and TTR, and NoF per job by kind.
+
+    TTS and TTR come from the jobs submitted in each bucket, weighted by their GPUs; NoF by
+    kind is the fleet page's failure series (`nof`: bucket, kind, failures, jobs).
+    """
+    with session() as s:
+        rows = ett_service.level1_rows(
+            db_session=s,
+            start=filters.start_ts,
+            end=filters.end_ts,
+            model=filters.model,
+            owner=filters.team,
+            labels=_labels(filters),
+        )
+    jobs = pd.DataFrame(rows, columns=["submitted_at", "gpus", "tts_s", "recovery_s", "nof"])
+    if jobs.empty:
+        return pd.DataFrame(columns=["x", "tts_min", "ttr_min", "nof"]), pd.DataFrame()
+    key = _bucket_dates([bucket_start(float(t), filters.bucket) for t in jobs["submitted_at"]])
+    points = _weighted_level1(jobs, key)
+    kinds = pd.DataFrame(
+        {
+            "x": nof["bucket"],
+            "kind": nof["kind"],
+            "nof": nof["failures"] / nof["jobs"].where(nof["jobs"] > 0),
+        }
+    ).fillna({"nof": 0.0})
+    return points, kinds
+
+
+def model_level1(jobs: list[dict[str, Any]]) -> pd.DataFrame:
+    """A model's Level-1 view, one point per job: TTS, TTR per failure, NoF."""
+    frame = pd.DataFrame(jobs, columns=["job_id", "submitted_at", "tts_s", "recovery_s", "nof"])
+    nof = frame["nof"].astype(float)
+    return pd.DataFrame(
+        {
+            "x": to_datetime(frame["submitted_at"].astype(float).round()).dt.tz_convert(None),
+            "job_id": frame["job_id"],
+            "tts_min": frame["tts_s"].astype(float) / 60.0,
+            "ttr_min": frame["recovery_s"].astype(float) / nof.where(nof > 0) / 60.0,
+            "nof": nof,
+        }
+    )
+
+
+def model_lost(page: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A model page's lost GPU-hours per bucket by component, and in the range by owner."""
+    by_bucket = pd.DataFrame(
+        [
+            {"bucket": p["bucket"], "component": c, "gpu_h": v}
+            for p in page["series"]
+            for c, v in p["components_gpu_h"].items()
+            if c != "effective_training" and v > 0
+        ],
+        columns=["bucket", "component", "gpu_h"],
+    )
+    if not by_bucket.empty:
+        by_bucket["bucket"] = _bucket_dates(by_bucket["bucket"].astype(float))
+    by_owner = pd.DataFrame(
+        [
+            {"owner": r["owner"], "component": c, "gpu_h": v}
+            for r in page.get("lost_by_owner") or []
+            for c, v in (r.get("components") or {}).items()
+        ],
+        columns=["owner", "component", "gpu_h"],
+    )
+    return by_bucket, by_owner
+
+
+def owner_trend(filters: Filters, components: set[str]) -> pd.DataFrame:
+    """Lost GPU-hours per bucket in the given components (an owner's), in the filters' scope."""
+    with session() as s:
+        try:
+            ett = fleet_service.fleet_ett(
+                db_session=s,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                bucket=filters.bucket,
+                model=filters.model,
+                owner=filters.team,
+                labels=_labels(filters),
+            )
+        except LookupError:
+            return pd.DataFrame(columns=["bucket", "component", "gpu_h"])
+    frame = pd.DataFrame(
+        [
+            {"bucket": p["bucket"], "component": c, "gpu_h": v}
+            for p in ett["series"]
+            for c, v in p["components_gpu_h"].items()
+            if c in components and v > 0
+        ],
+        columns=["bucket", "component", "gpu_h"],
+    )
+    if not frame.empty:
+        frame["bucket"] = _bucket_dates(frame["bucket"].astype(float))
+    return frame
+
+
+def annotations(filters: Filters, *, model: str | None = None) -> pd.DataFrame:
+    """The annotations a chart in the range shows: the fleet-wide ones, plus the model's (or,
+    with a team filter and no model, the team's models') own."""
+    model = model or filters.model
+    with session() as s:
+        rows = annotations_service.list_annotations(
+            db_session=s, start=filters.start_ts, end=filters.end_ts, model=model
+        )
+    if model is None:
+        rows = [
+            r
+            for r in rows
+            if r["model"] is None
+            and (r["team"] is None or r["team"] == filters.team)
+            or (filters.team is not None and r["team"] == filters.team)
+        ]
+    frame = pd.DataFrame(rows, columns=["ts", "title", "model", "team", "link"])
+    # Whole seconds: plotly drops sub-microsecond parts with a warning.
+    frame["ts"] = (
+        _bucket_dates(frame["ts"].astype(float).round()) if not frame.empty else frame["ts"]
+    )
+    return frame
 
 
 # ---------------------------------------------------------------- models
@@ -360,12 +595,22 @@ def models_table(filters: Filters) -> pd.DataFrame:
             db_session=s,
             start=filters.start_ts,
             end=filters.end_ts,
-            owner=filters.owner,
+            owner=filters.team,
             sort="lost_gpu_h",
             limit=MAX_MODELS,
         )
     return pd.DataFrame(
-        rows, columns=["model", "owner", "tier", "jobs", "ett_pct", "trend_pp", "lost_gpu_h"]
+        rows,
+        columns=[
+            "model",
+            "owner",
+            "tier",
+            "jobs",
+            "ett_pct",
+            "trend_pp",
+            "lost_gpu_h",
+            "top_lost_component",
+        ],
     )
 
 
@@ -428,13 +673,53 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
         baseline_label=(key, "baseline"),
         optimized_label=(key, "optimized"),
         model=filters.model,
-        owner=filters.owner,
+        owner=filters.team,
         start=filters.start_ts,
         end=filters.end_ts,
     )
 
 
 # ---------------------------------------------------------------- owners
+
+
+def slo_unit(spec: Any, value: float | None) -> str:
+    """An SLO value with its unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
+    if value is None:
+        return "—"
+    if spec.indicator == "gpu_time_share":
+        return f"{value:,.{2 if abs(value) < 1 else 1}f} % of GPU-time"
+    if spec.indicator == "ett_floor":
+        return f"{value:,.1f} % ETT"
+    if spec.indicator == "duration_percentile":
+        return f"{value:,.0f} s p{spec.percentile:g}"
+    return f"{value:,.2f} failures/job"
+
+
+def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
+    """Each SLO (the owner's, or all): its value now and its stored history in the range.
+
+    Per SLO: its spec, `current` (the worst value of the evaluator's latest pass) and `points`:
+    [(instant, worst value, breached)] from backend.alerts.history (the evaluator's measure at
+    the end of past days and weeks; `ett demo` backfills them).
+    """
+    with session() as s:
+        specs = [x for x in alerts_service.list_slos(db_session=s, owner=owner) if x.enabled]
+        stored = alerts_history.points(
+            db_session=s,
+            names=[x.name for x in specs],
+            start=filters.start_ts,
+            end=filters.end_ts,
+        )
+        latest: dict[str, list[float]] = {}
+        for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=5_000):
+            if a.value is not None:
+                latest.setdefault(a.slo_name, []).append(a.value)
+    out = []
+    for spec in specs:
+        values = latest.get(spec.name)
+        current = None if not values else (min(values) if spec.is_floor else max(values))
+        out.append({"spec": spec, "current": current, "points": stored.get(spec.name, [])})
+    return out
 
 
 def alerts_view(

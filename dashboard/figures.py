@@ -102,6 +102,52 @@ def fold_top_n(frame: pd.DataFrame, key: str, value: str, top_n: int) -> pd.Data
     return out.groupby(group_cols, as_index=False, sort=False)[value].sum()
 
 
+ANNOTATION_COLOR = "#555"
+
+
+def with_annotations(fig: go.Figure, notes: pd.DataFrame) -> go.Figure:
+    """Draw dated annotations on a time-axis chart, as Grafana does: a dotted line and a marker.
+
+    notes columns: ts (datetime), title. Hovering the marker shows the title. A blank chart
+    (no data) is left as it is.
+    """
+    if notes is None or notes.empty or not fig.data:
+        return fig
+    shapes = list(fig.layout.shapes or ())
+    marks = list(fig.layout.annotations or ())
+    for ts, title in zip(notes["ts"], notes["title"], strict=True):
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": ts,
+                "x1": ts,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": ANNOTATION_COLOR, "width": 1, "dash": "dot"},
+                "layer": "below",
+            }
+        )
+        marks.append(
+            {
+                "x": ts,
+                "xref": "x",
+                "y": 1.0,
+                "yref": "paper",
+                "yanchor": "bottom",
+                "text": "◆",
+                "hovertext": f"{pd.Timestamp(ts):%Y-%m-%d %H:%M} {title}",
+                "showarrow": False,
+                "font": {"color": ANNOTATION_COLOR, "size": 11},
+            }
+        )
+    # Assigned, not update_layout(): a relayout of a large figure costs ~0.1 s here.
+    fig.layout.shapes = shapes
+    fig.layout.annotations = marks
+    return fig
+
+
 # ---------------------------------------------------------------- fleet
 
 
@@ -393,6 +439,83 @@ def model_ett_over_time(jobs: pd.DataFrame, *, series: pd.DataFrame | None = Non
     )
 
 
+def level1_over_time(
+    points: pd.DataFrame,
+    *,
+    title: str,
+    nof_by_kind: pd.DataFrame | None = None,
+    markers: bool = False,
+) -> go.Figure:
+    """The Level-1 view over time: TTS, TTR and NoF (the paper's Level-1 analysis).
+
+    points columns: x (datetime), tts_min, ttr_min (None where no failure), nof, and job_id
+    when `markers` (one point per job, clickable). nof_by_kind (optional) columns: x, kind,
+    nof: NoF per job stacked by failure kind instead of the single NoF line.
+    """
+    if points.empty:
+        return empty_figure("No jobs in this range.")
+    # Three stacked panels sharing the time axis, laid out by hand (make_subplots costs ~0.1 s).
+    fig = go.Figure()
+    data = points.sort_values("x")
+    mode = "markers" if markers else "lines+markers"
+    custom = data[["job_id"]].to_numpy() if markers and "job_id" in data else None
+    hover_id = "%{customdata[0]}<br>" if custom is not None else ""
+    for axis, col, name, color in (
+        ("y", "tts_min", "TTS", L1_COLORS["tts"]),
+        ("y2", "ttr_min", "TTR", L1_COLORS["recovery"]),
+    ):
+        fig.add_scatter(
+            x=data["x"],
+            y=data[col],
+            yaxis=axis,
+            mode=mode,
+            name=name,
+            marker={"color": color, "size": 6},
+            line={"color": color, "width": 1.5},
+            customdata=custom,
+            connectgaps=True,
+            hovertemplate=hover_id + "%{x}<br>" + name + " %{y:,.1f} min<extra></extra>",
+        )
+    stacked = nof_by_kind is not None and not nof_by_kind.empty
+    if stacked:
+        for kind, color in FAILURE_COLORS.items():
+            part = nof_by_kind[nof_by_kind["kind"] == kind]
+            if part.empty:
+                continue
+            fig.add_bar(
+                x=part["x"],
+                y=part["nof"],
+                yaxis="y3",
+                name=kind,
+                marker_color=color,
+                hovertemplate="%{x}<br>%{y:.2f} per job<extra>%{fullData.name}</extra>",
+            )
+    else:
+        fig.add_scatter(
+            x=data["x"],
+            y=data["nof"],
+            yaxis="y3",
+            mode=mode,
+            name="NoF",
+            marker={"color": FAILURE_COLORS["unknown"], "size": 6},
+            line={"color": FAILURE_COLORS["unknown"], "width": 1.5},
+            customdata=custom,
+            hovertemplate=hover_id + "%{x}<br>NoF %{y:,.2f}<extra></extra>",
+        )
+    return _layout(
+        fig,
+        title,
+        barmode="stack",
+        height=480,
+        showlegend=stacked,
+        margin={"l": 60, "r": 20, "t": 110, "b": 40},
+        yaxis={"domain": [0.70, 1.0], "title": "TTS (min)"},
+        yaxis2={"domain": [0.36, 0.64], "title": "TTR / failure (min)"},
+        yaxis3={"domain": [0.0, 0.30], "title": "NoF / job"},
+        xaxis={"anchor": "y3"},
+    )
+
+
 def checkpoint_curve(
     curve: pd.DataFrame,
     *,
@@ -475,6 +598,8 @@ def _row_name(attempt: object) -> str:
 
 # The pseudo-component of an open job's time after its last event: not yet attributed for good.
 LIVE_TAIL = "live_tail"
+IN_PROGRESS = "in_progress"
+IN_PROGRESS_COLOR = "#bdbdbd"
 
 
 def attempt_timeline(
@@ -499,20 +624,30 @@ def attempt_timeline(
         phase if comp == "wasted_training" and phase in WASTE_COLORS else comp
         for comp, phase in zip(data["component"], data["phase"], strict=True)
     ]
+    if provisional:
+        # A running job's live tail (marked by the engine, or the unattributed time up to
+        # now) is not yet known: drawn hatched as "in progress", not as unattributed.
+        marked = (
+            data["provisional"].fillna(False).astype(bool)
+            if "provisional" in data
+            else pd.Series(False, index=data.index)
+        )
+        tail = (data["component"] == "unattributed") & (data["end"] >= ended_at - 1.0)
+        data.loc[marked | tail | (data["component"] == LIVE_TAIL), "kind"] = IN_PROGRESS
     data["x0"] = (data["start"] - submitted_at) / 60.0
     data["dur"] = (data["end"] - data["start"]) / 60.0
     rows = sorted(set(data["row"]), key=lambda r: (r != "job", len(r), r))
     fig = go.Figure()
     kinds = [c for c in COMPONENT_ORDER if c != "wasted_training"] + list(WASTE_COLORS)
-    kinds.append(LIVE_TAIL)
-    for kind in kinds:
+    for kind in [*kinds, IN_PROGRESS]:
         part = data[data["kind"] == kind]
         if part.empty:
             continue
-        if kind == LIVE_TAIL:
-            name = "live tail (provisional)"
-        else:
-            name = COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
+        name = (
+            "in progress (provisional)"
+            if kind == IN_PROGRESS
+            else COMPONENT_LABELS.get(kind, f"wasted: {kind.replace('_', ' ')}")
+        )
         fig.add_bar(
             base=part["x0"],
             x=part["dur"],
@@ -520,9 +655,9 @@ def attempt_timeline(
             orientation="h",
             name=name,
             marker={
-                "color": component_color(kind),
+                "color": IN_PROGRESS_COLOR if kind == IN_PROGRESS else component_color(kind),
                 "line": {"width": 0},
-                "pattern": {"shape": {"replay": "/", LIVE_TAIL: "."}.get(kind, "")},
+                "pattern": {"shape": "/" if kind in ("replay", IN_PROGRESS) else ""},
             },
             customdata=part[["phase", "x0", "dur"]].fillna("").to_numpy(),
             hovertemplate=(
@@ -530,19 +665,24 @@ def attempt_timeline(
                 f"<extra>{name}</extra>"
             ),
         )
-    if not failures.empty:
+    # One trace per failure kind, so the legend shows each kind's × in its own colour.
+    kinds = [] if failures.empty else sorted(set(failures["kind"]) - set(FAILURE_COLORS))
+    for kind in [] if failures.empty else list(FAILURE_COLORS) + kinds:
+        part = failures[failures["kind"] == kind]
+        if part.empty:
+            continue
         fig.add_scatter(
-            x=(failures["ts"] - submitted_at) / 60.0,
-            y=[_row_name(a) for a in failures["attempt"]],
+            x=(part["ts"] - submitted_at) / 60.0,
+            y=[_row_name(a) for a in part["attempt"]],
             mode="markers",
-            name="failure",
+            name=f"× {kind} failure",
             marker={
                 "symbol": "x",
                 "size": 14,
-                "color": [FAILURE_COLORS.get(k, OTHER_COLOR) for k in failures["kind"]],
+                "color": FAILURE_COLORS.get(kind, OTHER_COLOR),
                 "line": {"width": 2, "color": "#000"},
             },
-            customdata=failures[["kind", "inferred"]].to_numpy(),
+            customdata=part[["kind", "inferred"]].to_numpy(),
             hovertemplate="failure: %{customdata[0]} (inferred: %{customdata[1]})<br>%{x:.1f} min<extra></extra>",
         )
     total_min = (ended_at - submitted_at) / 60.0
@@ -562,6 +702,25 @@ def attempt_timeline(
         yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "title": None},
         height=140 + 45 * len(rows),
     )
+
+
+LEGEND_GREY = "#777"
+
+
+def _legend_swatches(fig: go.Figure) -> None:
+    """Neutral legend entries for solid (critical path) and hatched (hidden) bars.
+
+    The bars take their phase's component colour, so their own legend swatch would show
+    whichever colour came first; these say what solid and hatched mean.
+    """
+    for name, style in (
+        ("solid: on the critical path", {"color": LEGEND_GREY}),
+        (
+            "hatched: hidden behind other work",
+            {"color": LEGEND_GREY, "opacity": 0.35, "pattern": {"shape": "x"}},
+        ),
+    ):
+        fig.add_bar(x=[None], y=[None], orientation="h", name=name, marker=style, hoverinfo="skip")
 
 
 def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
@@ -585,6 +744,7 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
             y=part["phase"],
             orientation="h",
             name="hidden (overlapped)" if hidden else "on the critical path",
+            showlegend=False,
             marker={
                 "color": colors,
                 "opacity": 0.35 if hidden else 1.0,
@@ -593,6 +753,7 @@ def init_critical_path(spans: pd.DataFrame, *, title: str) -> go.Figure:
             },
             hovertemplate="%{y}<br>%{base:.1f} → +%{x:.1f} min<extra>%{fullData.name}</extra>",
         )
+    _legend_swatches(fig)
     return _layout(
         fig,
         title,
@@ -621,6 +782,7 @@ def phase_hidden_work(
         y=data["phase"],
         orientation="h",
         name="exposed (on the critical path)",
+        showlegend=False,
         marker={"color": colors},
         hovertemplate="%{y}: %{x:.1f} min exposed<extra></extra>",
     )
@@ -629,9 +791,11 @@ def phase_hidden_work(
         y=data["phase"],
         orientation="h",
         name="hidden behind other work",
+        showlegend=False,
         marker={"color": colors, "opacity": 0.35, "pattern": {"shape": "x"}},
         hovertemplate="%{y}: %{x:.1f} min hidden<extra></extra>",
     )
+    _legend_swatches(fig)
     return _layout(
         fig,
         title,
@@ -715,4 +879,64 @@ def attribution_bars(attribution: dict[str, float], cascade_tts_share: float | N
         xaxis={"title": "% of total saving"},
         yaxis={"categoryorder": "array", "categoryarray": [L1_LABELS[p] for p in parts][::-1]},
         height=260,
+    )
+
+
+# ---------------------------------------------------------------- SLOs
+
+MET_COLOR = "#a6d96a"
+BREACH_COLOR = "#d7301f"
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """A text sparkline (▁ to █) of the values, blank where a value is missing."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    lo, hi = min(known), max(known)
+    span = hi - lo or 1.0
+    return "".join(
+        " " if v is None else SPARKS[min(len(SPARKS) - 1, int((v - lo) / span * len(SPARKS)))]
+        for v in values
+    )
+
+
+def slo_compliance(history: list[dict[str, object]], *, fmt: object) -> go.Figure:
+    """SLO compliance over the range: one row per SLO, one cell per day (week), red = breached.
+
+    history: [{"spec": SloSpec, "points": [(epoch end, value, breached)]}]; fmt(spec, value)
+    writes a value with its unit for the hover.
+    """
+    rows = [h for h in history if h["points"]]
+    if not rows:
+        return empty_figure("No SLOs to evaluate.")
+    x = pd.to_datetime([p[0] for p in rows[0]["points"]], unit="s")  # type: ignore[index]
+    z, text = [], []
+    for h in rows:
+        spec = h["spec"]
+        z.append([None if v is None else (1 if b else 0) for _t, v, b in h["points"]])  # type: ignore[attr-defined]
+        text.append([fmt(spec, v) for _t, v, _b in h["points"]])  # type: ignore[attr-defined, operator]
+    names = [h["spec"].name for h in rows]  # type: ignore[attr-defined]
+    fig = go.Figure(
+        go.Heatmap(
+            x=x,
+            y=names,
+            z=z,
+            text=text,
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, MET_COLOR], [0.5, MET_COLOR], [0.5, BREACH_COLOR], [1, BREACH_COLOR]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{text}<extra></extra>",
+        )
+    )
+    return _layout(
+        fig,
+        "SLO compliance: each SLO evaluated at the end of each day (green met, red breached)",
+        yaxis={"automargin": True, "autorange": "reversed"},
+        height=140 + 22 * len(rows),
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
     )

@@ -57,13 +57,23 @@ def _bounded(
     return start, end, "; ".join(notes) or None
 
 
+def _text(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class Filters:
-    """Date range (inclusive UTC days), model, owner, label (key=value) and trend bucket."""
+    """Date range (inclusive UTC days), model, team, label (key=value) and trend bucket.
+
+    `team` is the team that owns a MODEL (the fleet, models, jobs and compare pages filter by
+    it); `owner` is the team that owns a COMPONENT, read only by the owners page. Elsewhere an
+    old `owner=` link is read as `team=` (a deprecated alias).
+    """
 
     start: date
     end: date
     model: str | None = None
+    team: str | None = None
     owner: str | None = None
     label: tuple[str, str] | None = None
     bucket: str = "day"
@@ -78,8 +88,13 @@ class Filters:
         *,
         today: date | None = None,
         bounds: ReadBounds | None = None,
+        component_owner: bool = False,
     ) -> Filters:
-        """Parse a page's query arguments; bad or missing values fall back to the defaults."""
+        """Parse a page's query arguments; bad or missing values fall back to the defaults.
+
+        With `component_owner` (the owners page) `owner=` is the component owner; otherwise
+        it is the deprecated alias of `team=`.
+        """
         today = today or datetime.now(UTC).date()
         end = _parse_date(query.get("end")) or today
         start = _parse_date(query.get("start")) or end - timedelta(days=DEFAULT_DAYS - 1)
@@ -89,13 +104,18 @@ class Filters:
         if bucket not in BUCKETS:
             bucket = auto_bucket(start, end)
         start, end, notice = _bounded(start, end, bucket, bounds or ReadBounds())
-        known = {"start", "end", "model", "owner", "label", "bucket"}
+        known = {"start", "end", "model", "team", "owner", "label", "bucket"}
         extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
+        owner = _text(query.get("owner"))
+        team = _text(query.get("team"))
+        if not component_owner:
+            team, owner = team or owner, None
         return cls(
             start=start,
             end=end,
-            model=query.get("model") or None,
-            owner=query.get("owner") or None,
+            model=_text(query.get("model")),
+            team=team,
+            owner=owner,
             label=_parse_label(query.get("label")),
             bucket=bucket,
             extra=extra,
@@ -127,6 +147,8 @@ class Filters:
         out: dict[str, str] = {"start": self.start.isoformat(), "end": self.end.isoformat()}
         if self.model:
             out["model"] = self.model
+        if self.team:
+            out["team"] = self.team
         if self.owner:
             out["owner"] = self.owner
         if self.label_text:

@@ -349,6 +349,7 @@ def _mark_jobs(
     """Upsert models and jobs touched by new events, flagging each job for recompute."""
     last_seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}
+    tiers: dict[str, str] = {}  # a model's tier from its jobs' `tier` label, like its owner
     for ev in events:
         t = event_time(ev)
         if t > last_seen.get(ev["job_id"], -1.0):
@@ -357,6 +358,8 @@ def _mark_jobs(
             owner = ev.get("labels", {}).get("owner")
             if owner or ev["model"] not in owners:
                 owners[ev["model"]] = owner
+            if ev.get("labels", {}).get("tier"):
+                tiers[ev["model"]] = ev["labels"]["tier"]
     for job_id in last_seen:
         model = models.get(job_id)
         if model is not None and model not in owners:
@@ -369,7 +372,7 @@ def _mark_jobs(
         db_session.execute(
             insert_for(db_session, mt).on_conflict_do_nothing(index_elements=["name"]),
             [
-                {"name": m, "owner": o, "labels": {}, "created_at": now}
+                {"name": m, "owner": o, "tier": tiers.get(m), "labels": {}, "created_at": now}
                 for m, o in sorted(owners.items())
             ],
         )
@@ -377,6 +380,13 @@ def _mark_jobs(
             if o is not None:
                 db_session.execute(
                     update(mt).where(mt.c.name == m, mt.c.owner.is_distinct_from(o)).values(owner=o)
+                )
+            tier = tiers.get(m)
+            if tier is not None:
+                db_session.execute(
+                    update(mt)
+                    .where(mt.c.name == m, mt.c.tier.is_distinct_from(tier))
+                    .values(tier=tier)
                 )
     job_ids = sorted(last_seen)  # a fixed order, so concurrent batches lock rows alike
     if not job_ids:

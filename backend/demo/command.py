@@ -104,6 +104,9 @@ def demo(
             total_events=fleet.count_events(spec),
             now=spec.now,
         )
+        loader.store_annotations(database, fleet.fleet_annotations(spec))
+        typer.echo("measuring the SLOs over the fleet's past (compliance history)")
+        loader.backfill_slo_history(database, settings, spec.start, spec.now)
         live_feed.save_spec(settings.home, spec, database_url=db_url, complete=True)
         _summary(report)
     else:

@@ -15,6 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from backend.demo.simulator import (
     Event,
@@ -432,6 +433,23 @@ def fleet_profile(seed: int, index: int) -> ModelProfile:
     )
 
 
+# Shares of fleet jobs that do not succeed (of those with a failure to give up at, for
+# "failed"): a fleet where every job succeeds is not a fleet.
+FAILED_SHARE = 0.5
+CANCELLED_SHARE = 0.04
+
+
+def with_outcome(plan: JobPlan, rng: random.Random) -> JobPlan:
+    """The plan, ending failed (it gives up at its last real failure) or cancelled, sometimes."""
+    real = [i for i in plan.interruptions if i.kind != "silent"]
+    draw = rng.random()
+    if draw < CANCELLED_SHARE:
+        return replace(plan, outcome="cancelled", cancel_at_s=plan.train_s * rng.uniform(0.1, 0.7))
+    if real and draw < CANCELLED_SHARE + FAILED_SHARE and real[-1].kind in ("app_error", "infra"):
+        return replace(plan, outcome="failed")
+    return plan
+
+
 def _day_label(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y%m%d")
 
@@ -462,7 +480,7 @@ def fleet_plans(
                 if regressed
                 else Conditions()
             )
-            yield plan_job(
+            plan = plan_job(
                 profile,
                 opts,
                 rng,
@@ -471,6 +489,7 @@ def fleet_plans(
                 cond=cond,
                 window_s=window_s,
             )
+            yield with_outcome(plan, random.Random(f"{seed}:outcome:{plan.job_id}"))
             n += 1
             t += profile.cadence_days * DAY * rng.uniform(0.8, 1.2)
 
@@ -507,6 +526,48 @@ def fleet_events(spec: FleetSpec) -> Iterator[Event]:
         if plan.submitted_at > spec.now:
             continue
         yield from cut_at(job_events(plan), spec.now)
+
+
+ROLLOUT_TITLES: dict[str, str] = {
+    "init": "trainer init fixes rolled out (sharding metadata, dataloader)",
+    "compile": "PT2 compile cache rolled out",
+    "async_ckpt": "checkpoint async_save enabled",
+    "standalone_publish": "standalone model publish enabled",
+}
+
+
+def fleet_annotations(spec: FleetSpec) -> list[dict[str, Any]]:
+    """The annotations of the fleet's own rollouts and incidents up to `spec.now`, oldest first.
+
+    Fleet-wide: the scheduler changes per cluster and the scheduler regression. Per model: when
+    each technique of section IV reached it (model and team set).
+    """
+    span = spec.days * DAY
+    notes: list[dict[str, Any]] = [
+        {"ts": spec.start + share * span, "title": f"scheduler changes rolled out on {cluster}"}
+        for cluster, share in SCHEDULING_ROLLOUT.items()
+    ]
+    notes.append(
+        {
+            "ts": spec.start + REGRESSION[0] * span,
+            "title": "scheduler regression: more preemptions, longer queues",
+        }
+    )
+    notes.append({"ts": spec.start + REGRESSION[1] * span, "title": "scheduler regression fixed"})
+    for index in range(spec.models):
+        profile = fleet_profile(spec.seed, index)
+        for technique, share in profile.rollout.items():
+            if share is None or technique not in ROLLOUT_TITLES:
+                continue
+            notes.append(
+                {
+                    "ts": spec.start + share * span,
+                    "title": ROLLOUT_TITLES[technique],
+                    "model": profile.name,
+                    "team": profile.owner,
+                }
+            )
+    return sorted((n for n in notes if n["ts"] <= spec.now), key=lambda n: (n["ts"], n["title"]))
 
 
 def count_events(spec: FleetSpec) -> int:

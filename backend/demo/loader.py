@@ -55,6 +55,50 @@ def _bar(total: int | None, desc: str, unit: str, progress: bool) -> tqdm:
     return tqdm(total=total, desc=desc, unit=unit, disable=not progress, dynamic_ncols=True)
 
 
+DEMO_AUTHOR = "demo"
+
+
+def store_annotations(database: Database, notes: Iterable[dict[str, Any]]) -> int:
+    """Replace the demo's annotations (created_by "demo") with `notes`; answers how many."""
+    from sqlalchemy import delete
+
+    from backend.annotations import service as annotations
+    from backend.annotations.models import Annotation
+
+    n = 0
+    with database.session() as s:
+        s.execute(delete(Annotation).where(Annotation.created_by == DEMO_AUTHOR))
+        for note in notes:
+            annotations.create(db_session=s, created_by=DEMO_AUTHOR, **note)
+            n += 1
+        s.commit()
+    return n
+
+
+def history_instants(start: float, now: float, *, daily_days: int = 14) -> list[float]:
+    """Where SLO history is taken: each day end of the last `daily_days` days, weeks before."""
+    from backend.fleet.days import DAY_S, day_start
+
+    out: list[float] = []
+    t = day_start(now)
+    while t > start:
+        out.append(t)
+        t -= DAY_S if now - t < daily_days * DAY_S else 7 * DAY_S
+    return sorted(out)
+
+
+def backfill_slo_history(database: Database, settings: Settings, start: float, now: float) -> int:
+    """The shipped SLOs (synced from their file) measured over the fleet's past; answers points."""
+    from backend.alerts import history
+    from backend.alerts import service as alerts
+
+    with database.session() as s:
+        alerts.sync_from_file(db_session=s, slo_file=alerts.slo_file_for(settings), now=now)
+        n = history.backfill(db_session=s, instants=history_instants(start, now))
+        s.commit()
+    return n
+
+
 def load_in_process(
     database: Database,
     settings: Settings,

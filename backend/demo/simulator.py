@@ -90,6 +90,10 @@ class JobPlan:
     samples_per_s: float = 1000.0
     steps_per_s: float = 2.0
     ckpt_bytes: int = 0
+    # How the job ends: "succeeded"; "failed" (it gives up at its last failure, not restarted);
+    # "cancelled" (its owner stops it at `cancel_at_s` of training).
+    outcome: str = "succeeded"
+    cancel_at_s: float | None = None
 
 
 class _Emitter:
@@ -232,7 +236,10 @@ def job_events(plan: JobPlan) -> list[Event]:
         config={"checkpoint_interval_s": plan.ckpt_interval_s},
     )
     loop = _Loop(em, plan)
-    pending = sorted(plan.interruptions, key=lambda i: i.at_s)
+    target = plan.train_s
+    if plan.outcome == "cancelled" and plan.cancel_at_s is not None:
+        target = min(plan.cancel_at_s, plan.train_s)
+    pending = sorted((i for i in plan.interruptions if i.at_s < target), key=lambda i: i.at_s)
     attempt = 0
     pos = 0.0
     while True:
@@ -248,9 +255,20 @@ def job_events(plan: JobPlan) -> list[Event]:
             em.add("failure", attempt, ts=t, kind=failure.kind, message=_MESSAGES[failure.kind])
             reason = _ENDED_REASON.get(failure.kind, "failure")
             em.add("attempt_ended", attempt, ts=t + failure.teardown_s, reason=reason)
+            if plan.outcome == "failed" and not pending:
+                em.add(
+                    "job_ended", None, ts=t + failure.teardown_s + plan.release_s, status="failed"
+                )
+                return em.events
         pos = loop.restore_point(t)
         t += failure.teardown_s
         attempt += 1
+    if target < plan.train_s:
+        t = loop.run(attempt, t, pos, target)
+        t = em.phase(attempt, "shutdown", t, plan.shutdown_s)
+        em.add("attempt_ended", attempt, ts=t, reason="cancelled")
+        em.add("job_ended", None, ts=t + plan.release_s, status="cancelled")
+        return em.events
     t = loop.run(attempt, t, pos, plan.train_s)
     # The anchor checkpoint at the end of training, then publishing and shutdown on the GPUs.
     t = loop.checkpoint(attempt, t, plan.train_s)

@@ -509,8 +509,12 @@ def list_jobs(
     sort: str = "-submitted_at",
     limit: int = 50,
     offset: int = 0,
+    search: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Computed jobs matching the filters (overlapping [start, end)), one page, and the total."""
+    """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
+
+    `search` keeps the jobs whose id or model starts with it.
+    """
     descending = sort.startswith("-")
     column = SORTS[sort.lstrip("-")]
     stmt = (
@@ -522,6 +526,13 @@ def list_jobs(
         stmt = stmt.where(JobResult.model == model)
     if status is not None:
         stmt = stmt.where(JobResult.status == status)
+    if search:
+        stmt = stmt.where(
+            or_(
+                JobResult.job_id.startswith(search, autoescape=True),
+                JobResult.model.startswith(search, autoescape=True),
+            )
+        )
     if start is not None:
         stmt = stmt.where(JobResult.ended_at >= start)
     if end is not None:
@@ -564,3 +575,46 @@ def list_jobs(
             }
         )
     return rows, total
+
+
+def level1_rows(
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    model: str | None = None,
+    owner: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> list[tuple[float, int | None, float, float, int]]:
+    """(submitted_at, gpus, tts_s, recovery_s, nof) of the jobs submitted in [start, end).
+
+    The Level-1 columns alone (no stored result documents), for the fleet's Level-1 view.
+    """
+    stmt = (
+        select(
+            JobResult.submitted_at,
+            JobResult.gpus,
+            JobResult.tts_s,
+            JobResult.recovery_s,
+            JobResult.nof,
+        )
+        .join(Job, Job.job_id == JobResult.job_id)
+        .where(JobResult.submitted_at >= start, JobResult.submitted_at < end)
+    )
+    if model is not None:
+        stmt = stmt.where(JobResult.model == model)
+    for key, value in (labels or {}).items():
+        stmt = stmt.where(Job.labels[key].as_string() == value)
+    if owner is not None:
+        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(
+            or_(
+                Job.labels["owner"].as_string() == owner,
+                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
+            )
+        )
+    return [tuple(r) for r in db_session.execute(stmt)]  # type: ignore[misc]
+
+
+def job_statuses(*, db_session: Session) -> list[str]:
+    """The distinct job statuses stored (the Jobs page's status filter)."""
+    return sorted(db_session.scalars(select(JobResult.status).distinct()))

@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import html
+from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import data, figures
 from dashboard.components import (
@@ -23,6 +23,7 @@ from dashboard.components import (
     table,
 )
 from dashboard.filters import Filters
+from dashboard.palette import COMPONENT_LABELS
 
 PREFIX = "compare"
 DEFAULT_PAIR_LABEL = "variant"
@@ -72,6 +73,82 @@ def table_rows(pairs: pd.DataFrame, filters: Filters) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+TERMS = {
+    "compare-multiplier": "Restart multiplier: how much recovery time one second of TTS saved "
+    "also saves per failure, (ΔRecovery / NoF) / ΔTTS. Every restart repeats the startup.",
+    "compare-cascade": "TTS cascade bound (Eq. 3): the share of the saving that the faster start "
+    "explains, counting that each failure's recovery repeats it (ΔTTS × (1 + NoF)).",
+    "compare-residual": "Recovery residual: the recovery time saved beyond what the faster start "
+    "explains: faster restore, shorter requeue, less replay.",
+}
+
+
+def picker(filters: Filters, baseline: str | None, optimized: str | None) -> html.Div:
+    """A search box per side (any job, by id or model prefix), suggesting labelled pairs."""
+    sides = []
+    for side, current in (("baseline", baseline), ("optimized", optimized)):
+        suggested = data.labelled_jobs(filters, DEFAULT_PAIR_LABEL, side)
+        options = list(dict.fromkeys([*([current] if current else []), *suggested]))
+        sides.append(
+            html.Label(
+                [
+                    f"{side.capitalize()} job",
+                    dcc.Dropdown(
+                        id=f"compare-pick-{side}",
+                        options=options,
+                        value=current,
+                        placeholder=f"type a job id or model ({DEFAULT_PAIR_LABEL}={side} "
+                        "suggested)",
+                        searchable=True,
+                        clearable=True,
+                    ),
+                ],
+                className="ett-filter-wide",
+            )
+        )
+    return html.Div(
+        [
+            dcc.Location(id="compare-pick-nav", refresh="callback-nav"),
+            dcc.Store(id="compare-pick-filters", data=filters.query()),
+            *sides,
+            html.Button("Compare", id="compare-pick-go", n_clicks=0, className="ett-button"),
+        ],
+        className="ett-filters",
+        id="compare-picker",
+    )
+
+
+def l2_deltas(pair_summaries: list[tuple[dict[str, Any], dict[str, Any]]]) -> Any:
+    """Level-2 minutes per component, baseline vs optimized, and the change."""
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
+    for base, opt in pair_summaries:
+        for into, summary in ((before, base), (after, opt)):
+            for comp, seconds in (summary.get("components") or {}).items():
+                into[comp] = into.get(comp, 0.0) + float(seconds or 0.0)
+    rows = [
+        {
+            "component": COMPONENT_LABELS.get(c, c),
+            "baseline_min": before.get(c, 0.0) / 60.0,
+            "optimized_min": after.get(c, 0.0) / 60.0,
+            "delta_min": (after.get(c, 0.0) - before.get(c, 0.0)) / 60.0,
+        }
+        for c in COMPONENT_LABELS
+        if before.get(c) or after.get(c)
+    ]
+    return table(
+        "compare-l2-table",
+        rows,
+        [
+            {"id": "component", "name": "component"},
+            num_col("baseline_min", "baseline (min)"),
+            num_col("optimized_min", "optimized (min)"),
+            num_col("delta_min", "change (min)"),
+        ],
+        page_size=20,
+    )
 
 
 def _minutes(seconds: float | None) -> str:
@@ -127,6 +204,11 @@ def numbers_block(answer: dict[str, Any]) -> list[Any]:
     blocks: list[Any] = [
         cards(saved),
         cards(extra),
+        html.Ul(
+            [html.Li(text) for text in TERMS.values()],
+            id="compare-terms",
+            className="ett-note",
+        ),
         graph(
             "compare-attribution-graph",
             figures.attribution_bars(
@@ -156,9 +238,12 @@ def layout(**query: Any) -> html.Div:
     baseline = filters.extra.get("baseline")
     optimized = filters.extra.get("optimized")
     bar = filter_bar(
-        PREFIX, filters, path="/compare", models=data.model_names(), owners=data.owner_names()
+        PREFIX, filters, path="/compare", models=data.model_names(), teams=data.team_names()
     )
-    head: list[Any] = [html.H1("Compare"), bar]
+    if baseline and optimized:
+        # The range, model, team and label filters choose pairs; one named pair ignores them.
+        bar = html.Div(bar, style={"display": "none"}, id="compare-filters-hidden")
+    head: list[Any] = [html.H1("Compare"), picker(filters, baseline, optimized), bar]
     if baseline and optimized:
         answer = data.compare_pair(baseline, optimized)
         if answer is None:
@@ -172,6 +257,7 @@ def layout(**query: Any) -> html.Div:
                     ),
                 ]
             )
+        pair_summaries = [(answer["baseline"], answer["optimized"])]
         pairs = pairs_frame(
             [(answer["baseline"].get("model") or "pair", answer["baseline"], answer["optimized"])]
         )
@@ -190,6 +276,7 @@ def layout(**query: Any) -> html.Div:
                     ),
                 ]
             )
+        pair_summaries = [(p["baseline"], p["optimized"]) for p in found["pairs"]]
         pairs = pairs_frame(
             [(p["model"] or "?", p["baseline"], p["optimized"]) for p in found["pairs"]]
         )
@@ -205,6 +292,11 @@ def layout(**query: Any) -> html.Div:
                 note="Each pair: the four Level-1 parts of lost time; ETT% on top of each bar.",
             ),
             section("Where the saving came from", *numbers_block(answer)),
+            section(
+                "Level 2: each component before and after",
+                l2_deltas(pair_summaries),
+                note="Minutes per component, baseline vs optimized (summed over the pairs).",
+            ),
             section(
                 "Pairs",
                 table(
@@ -231,3 +323,47 @@ dash.register_page(
     __name__, path="/compare", name="Compare", title="ETT% · compare", order=3, layout=layout
 )
 register_filter_callback(PREFIX)
+
+
+@callback(
+    Output("compare-pick-baseline", "options"),
+    Input("compare-pick-baseline", "search_value"),
+    State("compare-pick-baseline", "options"),
+    prevent_initial_call=True,
+)
+def _search_baseline(search: str | None, options: list[Any]) -> list[Any]:
+    """Typing in the baseline box searches every job (id or model prefix)."""
+    return _search(search, options)
+
+
+@callback(
+    Output("compare-pick-optimized", "options"),
+    Input("compare-pick-optimized", "search_value"),
+    State("compare-pick-optimized", "options"),
+    prevent_initial_call=True,
+)
+def _search_optimized(search: str | None, options: list[Any]) -> list[Any]:
+    """Typing in the optimized box searches every job (id or model prefix)."""
+    return _search(search, options)
+
+
+def _search(search: str | None, options: list[Any]) -> list[Any]:
+    if not search or len(search) < 2:
+        raise dash.exceptions.PreventUpdate
+    found = data.job_ids_like(search)
+    return list(dict.fromkeys([*found, *(options or [])]))
+
+
+@callback(
+    Output("compare-pick-nav", "href"),
+    Input("compare-pick-go", "n_clicks"),
+    State("compare-pick-baseline", "value"),
+    State("compare-pick-optimized", "value"),
+    State("compare-pick-filters", "data"),
+    prevent_initial_call=True,
+)
+def _compare(_n: int, baseline: str | None, optimized: str | None, query: dict[str, str]) -> str:
+    """The picked pair opens its comparison."""
+    if not baseline or not optimized:
+        raise dash.exceptions.PreventUpdate
+    return Filters.from_query(query).href("/compare", baseline=baseline, optimized=optimized)

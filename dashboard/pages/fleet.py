@@ -9,12 +9,13 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import data, figures
 from dashboard.components import (
-    NO_DATA_HINT,
+    annotation_list,
     card,
     cards,
     empty_state,
     filter_bar,
     graph,
+    nothing_shown,
     register_filter_callback,
     section,
 )
@@ -32,12 +33,12 @@ def layout(**query: Any) -> html.Div:
         filters,
         path="/",
         models=data.model_names(),
-        owners=data.owner_names(),
+        teams=data.team_names(),
         show_bucket=True,
     )
     view = data.fleet_view(filters)
     head = [
-        html.H1("Fleet"),
+        html.H1(f"Fleet · model {filters.model}" if filters.model else "Fleet"),
         bar,
         dcc.Location(id="fleet-click-nav", refresh="callback-nav"),
         dcc.Store(id="fleet-filters", data=filters.query()),
@@ -47,16 +48,20 @@ def layout(**query: Any) -> html.Div:
             [*head, empty_state("fleet-empty", "Nothing matches these filters", view.error)]
         )
     h = view.headline
+    scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
+    top = data.models_table(filters.with_(model=None))
+    l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
+    notes = data.annotations(filters)
+    if filters.model:
+        top = top[top["model"] == filters.model]
     if not h["wall_gpu_h"]:
-        return html.Div(
-            [*head, empty_state("fleet-empty", "No jobs in this range yet", NO_DATA_HINT)]
-        )
+        return html.Div([*head, nothing_shown("fleet-empty", "job", has_data=data.has_data())])
     return html.Div(
         [
             *head,
             cards(
                 [
-                    card("fleet-ett", "Fleet ETT% (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
+                    card("fleet-ett", f"{scope} (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
                     card("fleet-lost", "GPU-hours lost", f"{h['gpu_hours_lost']:,.0f}"),
                     card("fleet-jobs", "Jobs", f"{h['jobs']:,}"),
                     card("fleet-failures", "Failures", f"{h['failures']:,}"),
@@ -64,7 +69,13 @@ def layout(**query: Any) -> html.Div:
             ),
             section(
                 "ETT% trend",
-                graph("fleet-trend-graph", figures.fleet_trend(view.series, bucket=filters.bucket)),
+                graph(
+                    "fleet-trend-graph",
+                    figures.with_annotations(
+                        figures.fleet_trend(view.series, bucket=filters.bucket), notes
+                    ),
+                ),
+                annotation_list("fleet-annotations", notes),
             ),
             html.Div(
                 [
@@ -72,12 +83,15 @@ def layout(**query: Any) -> html.Div:
                         "Lost GPU-hours by component",
                         graph(
                             "fleet-lost-component-graph",
-                            figures.lost_stacked(
-                                view.lost_by_component,
-                                by="component",
-                                title=f"Lost GPU-hours per {filters.bucket}, by component",
-                                colors=COMPONENT_COLORS,
-                                order=figures.LOST_COMPONENTS,
+                            figures.with_annotations(
+                                figures.lost_stacked(
+                                    view.lost_by_component,
+                                    by="component",
+                                    title=f"Lost GPU-hours per {filters.bucket}, by component",
+                                    colors=COMPONENT_COLORS,
+                                    order=figures.LOST_COMPONENTS,
+                                ),
+                                notes,
                             ),
                         ),
                     ),
@@ -112,10 +126,27 @@ def layout(**query: Any) -> html.Div:
                 className="ett-two-col",
             ),
             section(
+                "Level 1: time to start, time to recover, failures",
+                graph(
+                    "fleet-level1-graph",
+                    figures.with_annotations(
+                        figures.level1_over_time(
+                            l1_points,
+                            title=f"GPU-weighted TTS and TTR per {filters.bucket}; "
+                            "NoF per job by kind",
+                            nof_by_kind=l1_kinds,
+                        ),
+                        notes,
+                    ),
+                ),
+                note="The paper's Level-1 analysis: which term holds the loss. TTS per job and TTR "
+                "per failure are weighted by the jobs' GPUs.",
+            ),
+            section(
                 "Where the GPU-hours go, by model",
                 graph(
                     "fleet-top-models-graph",
-                    figures.top_models(data.models_table(filters.with_(model=None))),
+                    figures.top_models(top),
                 ),
                 note="Click a bar to open the model; the Models page lists and searches all of them.",
             ),

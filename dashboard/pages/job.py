@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import dash
 import pandas as pd
@@ -20,6 +21,7 @@ from dashboard.components import (
     graph,
     link_col,
     md_link,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
@@ -32,8 +34,6 @@ PREFIX = "job"
 LIVE_REFRESH_MS = 15_000
 # Past a few attempts the init paths repeat each other; the first ones tell the story.
 MAX_PATHS = 3
-# The job list sends at most this many rows to the browser.
-MAX_LISTED = 1_000
 
 
 def fmt_minutes(seconds: float | None) -> str:
@@ -49,7 +49,10 @@ def fmt_pct(value: float | None) -> str:
 def intervals_frame(result: dict[str, Any]) -> pd.DataFrame:
     """The job's attributed intervals with epoch-second times."""
     rows = result.get("intervals") or []
-    frame = pd.DataFrame(rows, columns=["start", "end", "attempt", "component", "phase"])
+    columns = ["start", "end", "attempt", "component", "phase"]
+    if any("provisional" in r for r in rows):
+        columns.append("provisional")  # the engine's mark on a running job's live tail
+    frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         return frame
     frame["start"] = [data.epoch(v) for v in frame["start"]]
@@ -170,7 +173,9 @@ def l1_table(result: dict[str, Any]) -> Any:
         {
             "part": "final shutdown",
             "minutes": (final_s - tail_in_final) / 60.0,
-            "note": "",
+            "note": "job still running: in progress, not final"
+            if result.get("provisional")
+            else "",
         },
     ]
     if tail_in_final > 0:
@@ -189,13 +194,17 @@ def l1_table(result: dict[str, Any]) -> Any:
         },
         {"part": "end to end", "minutes": result.get("e2e_s", 0.0) / 60.0, "note": ""},
     ]
+    e2e_min = (result.get("e2e_s") or 0.0) / 60.0
+    for row in rows:
+        row["pct"] = 100.0 * row["minutes"] / e2e_min if e2e_min > 0 else None
     return table(
         "job-l1-table",
         rows,
         [
             {"id": "part", "name": "Level 1"},
             num_col("minutes", "minutes"),
-            {"id": "note", "name": ""},
+            num_col("pct", "% of E2E"),
+            {"id": "note", "name": "note"},
         ],
         page_size=50,
     )
@@ -324,7 +333,20 @@ def critical_path_block(advice: dict[str, Any] | None) -> list[Any]:
             )
         )
     if len(paths) > MAX_PATHS:
-        blocks.append(html.P(f"{len(paths) - MAX_PATHS} more attempts not shown."))
+        more = len(paths) - MAX_PATHS
+        job_id = (advice or {}).get("job_id", "")
+        blocks.append(
+            html.P(
+                [
+                    f"{more} more attempt{'s' if more != 1 else ''}: ",
+                    html.A(
+                        "their init paths (JSON)",
+                        href=f"/api/v1/jobs/{quote(str(job_id), safe='')}/critical-path",
+                        id="job-more-attempts",
+                    ),
+                ]
+            )
+        )
     return blocks
 
 
@@ -347,52 +369,163 @@ def warnings_block(result: dict[str, Any]) -> html.Div:
     return html.Div(html.Ul(items), id="job-warnings", className="ett-warnings")
 
 
-def job_list(filters: Filters) -> html.Div:
-    """No job chosen: the jobs in range that lost the most GPU-hours, searchable."""
-    frame = data.jobs_frame(filters, sort="-gpu_hours_lost", limit=MAX_LISTED)
-    if frame.empty:
-        return empty_state("job-empty", "No jobs in this range yet", NO_DATA_HINT)
-    base = filters.with_(model=None)
+VIEWS = {
+    "recent": ("Recent, newest first", "-submitted_at"),
+    "lost": ("Most GPU-hours lost", "-gpu_hours_lost"),
+}
+PAGE_SIZE = 50
+# The Jobs list's own query arguments, kept when the filter bar changes (the page is not).
+LIST_KEYS = ("q", "status", "view")
+
+
+def _page_number(value: Any) -> int:
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
+def search_bar(filters: Filters, statuses: list[str]) -> html.Div:
+    """The search box (job id or model prefix), the status filter and the view toggle."""
+    extra = filters.extra
+    return html.Div(
+        [
+            dcc.Location(id="job-search-nav", refresh="callback-nav"),
+            dcc.Store(id="job-search-filters", data=filters.query(page=None)),
+            html.Label(
+                [
+                    "Search all jobs",
+                    dcc.Input(
+                        id="job-search",
+                        type="search",
+                        value=extra.get("q", ""),
+                        placeholder="job id or model, from its start",
+                        debounce=True,
+                    ),
+                ],
+                className="ett-filter-wide",
+            ),
+            html.Label(
+                [
+                    "Status",
+                    dcc.Dropdown(
+                        id="job-status",
+                        options=statuses,
+                        value=extra.get("status"),
+                        placeholder="any status",
+                        clearable=True,
+                    ),
+                ]
+            ),
+            html.Label(
+                [
+                    "Show",
+                    dcc.RadioItems(
+                        id="job-view",
+                        options=[
+                            {"label": label, "value": key} for key, (label, _s) in VIEWS.items()
+                        ],
+                        value=extra.get("view") if extra.get("view") in VIEWS else "recent",
+                        inline=True,
+                    ),
+                ]
+            ),
+        ],
+        className="ett-filters ett-search",
+        id="job-search-bar",
+    )
+
+
+def job_list(filters: Filters) -> Any:
+    """No job chosen: every job matching the search and filters, one server-side page at a time."""
+    extra = filters.extra
+    search = (extra.get("q") or "").strip() or None
+    status = extra.get("status") or None
+    view = extra.get("view") if extra.get("view") in VIEWS else "recent"
+    page = _page_number(extra.get("page"))
+    found = data.search_jobs(
+        filters,
+        search=search,
+        status=status,
+        sort=VIEWS[view][1],
+        limit=PAGE_SIZE,
+        offset=(page - 1) * PAGE_SIZE,
+    )
+    bar = search_bar(filters, data.job_statuses())
+    if not found.rows:
+        if search or status:
+            what = " and ".join(
+                p for p in (search and f"search {search!r}", status and f"status {status}") if p
+            )
+            empty = empty_state(
+                "job-empty",
+                "No job matches " + what,
+                "The search looks at every job's id and model from their first letters, over "
+                "all dates. Check the spelling, or clear the model, team or label filter.",
+            )
+        else:
+            empty = nothing_shown("job-empty", "job", has_data=data.has_data())
+        return html.Div([bar, empty])
+    base = filters.with_(model=None, extra={})
     rows = [
         {
-            "job": md_link(job_id, base.href("/job", job_id=job_id)),
-            "model": model or "",
-            "status": ("running" if provisional else status) or "",
-            "ett_pct": ett,
-            "gpu_hours_lost": lost,
-            "nof": nof,
+            "job": md_link(r["job_id"], base.href("/job", job_id=r["job_id"])),
+            "model": r["model"] or "",
+            "team": r["owner"] or "",
+            "status": "● live" if r["provisional"] else (r["status"] or ""),
+            "submitted": when,
+            "ett_pct": r["ett_pct"],
+            "gpu_hours_lost": r["gpu_hours_lost"],
+            "nof": r["nof"],
         }
-        for job_id, model, provisional, status, ett, lost, nof in zip(
-            frame["job_id"],
-            frame["model"],
-            frame["provisional"],
-            frame["status"],
-            frame["ett_pct"],
-            frame["gpu_hours_lost"],
-            frame["nof"],
+        for r, when in zip(
+            found.rows,
+            data.to_datetime([r["submitted_at"] for r in found.rows]).dt.strftime("%Y-%m-%d %H:%M"),
             strict=True,
         )
     ]
-    more = " (the first ones by GPU-hours lost: narrow the filters to see others)"
-    return section(
-        "Jobs",
-        table(
-            "job-list-table",
-            rows,
-            [
-                link_col("job", "job"),
-                {"id": "model", "name": "model"},
-                {"id": "status", "name": "status"},
-                num_col("ett_pct", "ETT%"),
-                num_col("gpu_hours_lost", "GPU-h lost"),
-                num_col("nof", "NoF", 0),
-            ],
-            sort_by=[{"column_id": "gpu_hours_lost", "direction": "desc"}],
-            filterable=True,
-        ),
-        note=f"{len(frame)} jobs in the range{more if len(frame) >= MAX_LISTED else ''}, "
-        "most GPU-hours lost first; type in a column's search cell to filter, pick one to see "
-        "its timeline.",
+    first, last = found.offset + 1, found.offset + len(rows)
+    pages: list[Any] = []
+    if page > 1:
+        pages.append(
+            dcc.Link("← previous", href=filters.href("/job", page=page - 1), id="job-page-prev")
+        )
+    if last < found.total:
+        pages.append(
+            dcc.Link("next →", href=filters.href("/job", page=page + 1), id="job-page-next")
+        )
+    scope = "all dates" if search else "jobs running in the range"
+    return html.Div(
+        [
+            bar,
+            section(
+                "Jobs",
+                table(
+                    "job-list-table",
+                    rows,
+                    [
+                        link_col("job", "job"),
+                        {"id": "model", "name": "model"},
+                        {"id": "team", "name": "team"},
+                        {"id": "status", "name": "status"},
+                        {"id": "submitted", "name": "submitted (UTC)"},
+                        num_col("ett_pct", "ETT%"),
+                        num_col("gpu_hours_lost", "GPU-h lost"),
+                        num_col("nof", "NoF", 0),
+                    ],
+                    page_size=PAGE_SIZE,
+                ),
+                html.Div(
+                    [
+                        html.Span(f"{first:,}–{last:,} of {found.total:,}", id="job-page-range"),
+                        *pages,
+                    ],
+                    className="ett-pager",
+                ),
+                note=f"{found.total:,} jobs match ({scope}), {VIEWS[view][0].lower()}; "
+                "● live marks a job still running. Pick one to see its timeline.",
+            ),
+        ]
     )
 
 
@@ -487,10 +620,10 @@ def layout(**query: Any) -> html.Div:
     job_id = filters.extra.get("job_id")
     bar = filter_bar(
         PREFIX,
-        filters.with_(extra={}),
+        filters.with_(extra={k: v for k, v in filters.extra.items() if k in LIST_KEYS}),
         path="/job",
         models=data.model_names(),
-        owners=data.owner_names(),
+        teams=data.team_names(),
     )
     if not job_id:
         return html.Div([html.H1("Jobs"), bar, job_list(filters)])
@@ -499,6 +632,22 @@ def layout(**query: Any) -> html.Div:
 
 dash.register_page(__name__, path="/job", name="Jobs", title="ETT% · job", order=2, layout=layout)
 register_filter_callback(PREFIX)
+
+
+@callback(
+    Output("job-search-nav", "href"),
+    Input("job-search", "value"),
+    Input("job-status", "value"),
+    Input("job-view", "value"),
+    State("job-search-filters", "data"),
+    prevent_initial_call=True,
+)
+def _search(search: str | None, status: str | None, view: str | None, query: dict[str, str]) -> str:
+    """A new search, status or view reloads the list from its first page."""
+    filters = Filters.from_query(query)
+    return filters.href(
+        "/job", q=(search or "").strip() or None, status=status or None, view=view or None
+    )
 
 
 @callback(

@@ -11,6 +11,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard import data, figures
 from dashboard.components import (
     NO_DATA_HINT,
+    annotation_list,
     card,
     cards,
     empty_state,
@@ -18,12 +19,15 @@ from dashboard.components import (
     graph,
     link_col,
     md_link,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
     table,
+    trend_note,
 )
 from dashboard.filters import Filters
+from dashboard.palette import COMPONENT_COLORS, COMPONENT_LABELS
 
 PREFIX = "model"
 # Beyond this many jobs the Fig. 6 bars get too thin to read: show the latest ones.
@@ -34,15 +38,17 @@ def model_list(filters: Filters) -> Any:
     """No model chosen: every model with its ETT% in range, most GPU-hours lost first, searchable."""
     models = data.models_table(filters)
     if models.empty:
-        return empty_state("model-empty", "No models yet", NO_DATA_HINT)
+        return nothing_shown("model-empty", "model", has_data=data.has_data())
     rows = [
         {
             "model": md_link(str(r.model), filters.href("/model", model=r.model)),
-            "owner": r.owner or "",
+            "team": r.owner or "",
             "jobs": int(r.jobs),
             "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
             "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
             "lost_gpu_h": float(r.lost_gpu_h or 0.0),
+            "top_lost": COMPONENT_LABELS.get(r.top_lost_component, r.top_lost_component or ""),
+            "tier": r.tier or "",
         }
         for r in models.itertuples()
     ]
@@ -53,11 +59,13 @@ def model_list(filters: Filters) -> Any:
             rows,
             [
                 link_col("model", "model"),
-                {"id": "owner", "name": "owner"},
+                {"id": "team", "name": "team"},
                 num_col("jobs", "jobs submitted", 0),
                 num_col("ett_pct", "ETT% (GPU-weighted)"),
                 num_col("trend_pp", "trend (points)"),
                 num_col("lost_gpu_h", "GPU-h lost", 0),
+                {"id": "top_lost", "name": "loses most to"},
+                {"id": "tier", "name": "tier"},
             ],
             page_size=25,
             filterable=True,
@@ -186,6 +194,19 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     points = pd.DataFrame(jobs)
     points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
     failures = sum(page["nof_by_kind"].values())
+    lost_trend, lost_owner = data.model_lost(page)
+    notes = data.annotations(filters, model=model)
+    lost_parts = {
+        c: v
+        for c, v in (page.get("components_gpu_h") or {}).items()
+        if c != "effective_training" and v > 0
+    }
+    top = sorted(lost_parts.items(), key=lambda kv: -kv[1])[:3]
+    top_text = (
+        ", ".join(f"{COMPONENT_LABELS.get(c, c)} {v:,.0f} GPU-h" for c, v in top)
+        if top
+        else "nothing lost in the range"
+    )
     note = "Click a bar to open the job."
     if page["job_count"] > MAX_BARS:
         note += f" The latest {MAX_BARS} of {page['job_count']} jobs are shown."
@@ -193,7 +214,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
         *head,
         html.P(
             [
-                f"owner {page.get('owner') or '—'}"
+                f"team {page.get('owner') or '—'}"
                 + (f" · tier {page['tier']}" if page.get("tier") else "")
                 + " · ",
                 dcc.Link(
@@ -209,9 +230,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                     "model-ett",
                     "ETT% (GPU-weighted)",
                     "—" if page["ett_pct"] is None else f"{page['ett_pct']:.1f}%",
-                    None
-                    if page.get("trend_pp") is None
-                    else f"{page['trend_pp']:+.1f} points vs the range before",
+                    *trend_note(page.get("trend_pp"), page.get("previous_ett_pct")),
                 ),
                 card("model-jobs", "Jobs submitted", f"{page['job_count']:,}"),
                 card("model-lost", "GPU-hours lost", f"{page['lost_gpu_h']:,.1f}"),
@@ -227,12 +246,66 @@ def model_body(model: str, filters: Filters) -> list[Any]:
             [
                 section(
                     "ETT% over time",
-                    graph("model-trend-graph", figures.model_ett_over_time(points, series=series)),
+                    graph(
+                        "model-trend-graph",
+                        figures.with_annotations(
+                            figures.model_ett_over_time(points, series=series), notes
+                        ),
+                    ),
+                    annotation_list("model-annotations", notes),
                     note="Line: GPU-weighted ETT% per day. Dots: each job (click to open).",
                 ),
                 section("Checkpoint interval (Fig. 3)", *advice_block(model, filters)),
             ],
             className="ett-two-col",
+        ),
+        html.Div(
+            [
+                section(
+                    "Lost GPU-hours by component",
+                    graph(
+                        "model-lost-component-graph",
+                        figures.with_annotations(
+                            figures.lost_stacked(
+                                lost_trend,
+                                by="component",
+                                title=f"Lost GPU-hours per {filters.bucket}, by component",
+                                colors=COMPONENT_COLORS,
+                                order=figures.LOST_COMPONENTS,
+                            ),
+                            notes,
+                        ),
+                    ),
+                    note=f"What eats this model's ETT%: {top_text}.",
+                ),
+                section(
+                    "Lost GPU-hours by owner",
+                    graph(
+                        "model-lost-owner-graph",
+                        figures.lost_by_owner(
+                            lost_owner, title="Lost GPU-hours in the range, by owning team"
+                        ),
+                    ),
+                    note="The team that owns each component. Click a bar to open its page.",
+                ),
+            ],
+            className="ett-two-col",
+        ),
+        section(
+            "Level 1 per job: TTS, TTR, NoF",
+            graph(
+                "model-level1-graph",
+                figures.with_annotations(
+                    figures.level1_over_time(
+                        data.model_level1(jobs),
+                        title="Time to start, time to recover per failure, failures: each job",
+                        markers=True,
+                    ),
+                    notes,
+                ),
+            ),
+            note="Each dot is a job (click to open). TTS: submission to first training step; "
+            "TTR: recovery time per failure.",
         ),
         section("Jobs", jobs_table(jobs, filters)),
     ]
@@ -242,7 +315,12 @@ def layout(**query: Any) -> html.Div:
     """The model page for `?model=...`, or the searchable list of models."""
     filters = Filters.from_query(query)
     bar = filter_bar(
-        PREFIX, filters, path="/model", models=data.model_names(), owners=data.owner_names()
+        PREFIX,
+        filters,
+        path="/model",
+        models=data.model_names(),
+        teams=data.team_names(),
+        show_label=False,
     )
     if not filters.model:
         return html.Div([html.H1("Models"), bar, model_list(filters)])
@@ -260,13 +338,25 @@ register_filter_callback(PREFIX)
     Output("model-click-nav", "href"),
     Input("model-l2-graph", "clickData"),
     Input("model-trend-graph", "clickData"),
+    Input("model-level1-graph", "clickData"),
+    Input("model-lost-owner-graph", "clickData"),
     State("model-filters", "data"),
     prevent_initial_call=True,
 )
-def _open_job(bar_click: Any, trend_click: Any, query: dict[str, str]) -> str:
-    """A click on a job's bar or point opens the job page."""
-    click = dash.ctx.triggered[0]["value"] if dash.ctx.triggered else None
-    if not click or not click.get("points") or "customdata" not in click["points"][0]:
+def _open_job(
+    bar_click: Any, trend_click: Any, l1_click: Any, owner_click: Any, query: dict[str, str]
+) -> str:
+    """A click on a job's bar or point opens the job page; an owner's bar, the owner page."""
+    trigger = dash.ctx.triggered[0] if dash.ctx.triggered else None
+    click = trigger["value"] if trigger else None
+    if not click or not click.get("points"):
+        raise dash.exceptions.PreventUpdate
+    if trigger["prop_id"].startswith("model-lost-owner-graph"):
+        owner = click["points"][0].get("y")
+        if not owner or owner == "other":
+            raise dash.exceptions.PreventUpdate
+        return Filters.from_query(query).href("/owners", owner=owner, model=None)
+    if "customdata" not in click["points"][0]:
         raise dash.exceptions.PreventUpdate
     job_id = click["points"][0]["customdata"][0]
     return Filters.from_query(query).href("/job", job_id=job_id, model=None)

@@ -12,17 +12,16 @@ from backend.alerts import service as alerts_service
 from backend.ett.catalogue import COMPONENTS
 from dashboard import actions, data, figures
 from dashboard.components import (
-    NO_DATA_HINT,
-    empty_state,
     filter_bar,
     graph,
+    nothing_shown,
     num_col,
     register_filter_callback,
     section,
     table,
 )
 from dashboard.filters import Filters
-from dashboard.palette import COMPONENT_LABELS
+from dashboard.palette import COMPONENT_COLORS, COMPONENT_LABELS
 
 PREFIX = "owners"
 
@@ -35,9 +34,16 @@ def _when(ts: float | None) -> str:
 
 def layout(**query: Any) -> html.Div:
     """The owners page (one owner's view with `?owner=`)."""
-    filters = Filters.from_query(query)
+    filters = Filters.from_query(query, component_owner=True)
     bar = filter_bar(
-        PREFIX, filters, path="/owners", models=data.model_names(), owners=data.owner_names()
+        PREFIX,
+        filters,
+        path="/owners",
+        models=data.model_names(),
+        teams=data.team_names(),
+        owners=data.owner_names(),
+        show_owner=True,
+        show_label=False,
     )
     held = data.owner_components(filters.with_(owner=None))
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
@@ -48,10 +54,26 @@ def layout(**query: Any) -> html.Div:
         held_shown = held_shown[held_shown["component"] == component]
     title = "Owners" if not filters.owner else f"Owner {filters.owner}"
     body: list[Any] = [html.H1(title + (f" · {component}" if component else "")), bar]
-    if held.empty:
+    if filters.owner and not held_shown.empty:
+        trend = data.owner_trend(filters, set(held_shown["component"]))
         body.append(
-            empty_state("owners-empty", "No lost GPU-hours in this range yet", NO_DATA_HINT)
+            section(
+                f"Lost GPU-hours in {filters.owner}'s components",
+                graph(
+                    "owners-trend-graph",
+                    figures.lost_stacked(
+                        trend,
+                        by="component",
+                        title=f"Lost GPU-hours per {filters.bucket} in the components "
+                        f"{filters.owner} owns",
+                        colors=COMPONENT_COLORS,
+                        order=figures.LOST_COMPONENTS,
+                    ),
+                ),
+            )
         )
+    if held.empty:
+        body.append(nothing_shown("owners-empty", "lost GPU-hour", has_data=data.has_data()))
     else:
         body.append(
             html.Div(
@@ -92,31 +114,25 @@ def layout(**query: Any) -> html.Div:
             )
         )
     body.append(html.Div(_alerts_section(alerts["alerts"]), id="owners-alerts-box"))
+    history = data.slo_history(filters, filters.owner)
     body.append(
         section(
             f"SLOs ({len(alerts['slos'])})",
             table(
                 "owners-slos-table",
-                [
-                    {
-                        "name": s["name"],
-                        "owner": s["owner"],
-                        "component": s.get("phase") or s["component"],
-                        "indicator": s["indicator"],
-                        "objective": s["objective"],
-                        "severity": s.get("severity", ""),
-                    }
-                    for s in alerts["slos"]
-                ],
+                [_slo_row(h) for h in history],
                 [
                     {"id": "name", "name": "SLO"},
                     {"id": "owner", "name": "owner"},
                     {"id": "component", "name": "component / phase"},
-                    {"id": "indicator", "name": "indicator"},
-                    num_col("objective", "objective", 3),
+                    {"id": "objective", "name": "objective"},
+                    {"id": "current", "name": "now"},
+                    {"id": "status", "name": "status"},
+                    {"id": "history", "name": "history (range)"},
+                    {"id": "breached", "name": "breached"},
                     {"id": "severity", "name": "severity"},
                 ],
-                page_size=15,
+                page_size=25,
             )
             if alerts["slos"]
             else html.P(
@@ -125,10 +141,40 @@ def layout(**query: Any) -> html.Div:
             ),
         )
     )
+    if history:
+        body.append(
+            section(
+                "SLO compliance history",
+                graph(
+                    "owners-slo-history-graph",
+                    figures.slo_compliance(history, fmt=data.slo_unit),
+                ),
+                note="Each SLO evaluated as the alert evaluator does, at the end of each day "
+                "(week, for long ranges) of the range. Hover a cell for its value.",
+            )
+        )
     body.append(html.Div(_silences_section(alerts["silences"]), id="owners-silences-box"))
     body.append(_actions_panel(filters.owner, component, alerts))
     body.append(dcc.Store(id="owners-scope", data={"owner": filters.owner, "component": component}))
     return html.Div(body)
+
+
+def _slo_row(h: dict[str, Any]) -> dict[str, Any]:
+    """One SLO's table row: objective and value with units, status, sparkline, breach days."""
+    spec, points = h["spec"], h["points"]
+    bad = [t for t, _v, b in points if b]
+    status = "—" if h["current"] is None else "breached" if spec.breached(h["current"]) else "met"
+    return {
+        "name": spec.name,
+        "owner": spec.owner,
+        "component": spec.phase or COMPONENT_LABELS.get(spec.component, spec.component),
+        "objective": ("≥ " if spec.is_floor else "≤ ") + data.slo_unit(spec, spec.objective),
+        "current": data.slo_unit(spec, h["current"]),
+        "status": status,
+        "history": figures.sparkline([v for _t, v, _b in points]),
+        "breached": f"{len(bad)} of {len(points)} · last {_when(bad[-1])[:10]}" if bad else "never",
+        "severity": spec.severity,
+    }
 
 
 def _alerts_section(rows: list[dict[str, Any]]) -> Any:

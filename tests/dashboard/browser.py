@@ -7,6 +7,7 @@ wait for elements, read their text, click, take screenshots and read the console
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import tempfile
@@ -66,10 +67,20 @@ def serve(app: Any) -> Iterator[str]:
 class Browser:
     """One headless Chromium session with helpers that wait for the page."""
 
-    def __init__(self, width: int = 1440, height: int = 1000, timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        width: int = 1440,
+        height: int = 1000,
+        timeout: float = 20.0,
+        *,
+        offline: bool = False,
+    ) -> None:
         self.profile = tempfile.mkdtemp(prefix="ett-chromium-")
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
+        if offline:
+            # Every host name but loopback resolves to nothing: as on a cluster without internet.
+            opts.add_argument("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")
         for flag in (
             "--headless",
             "--no-sandbox",
@@ -80,7 +91,7 @@ class Browser:
             f"--window-size={width},{height}",
         ):
             opts.add_argument(flag)
-        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
         self.timeout = timeout
 
@@ -155,6 +166,15 @@ class Browser:
     def console(self) -> list[dict[str, Any]]:
         """Browser console entries since the last call."""
         return list(self.driver.get_log("browser"))
+
+    def requested_urls(self) -> list[str]:
+        """Every URL the page asked the network for since the last call (DevTools log)."""
+        urls = []
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                urls.append(message["params"]["request"]["url"])
+        return urls
 
     def severe(self) -> list[dict[str, Any]]:
         """Console entries of level SEVERE since the last call."""

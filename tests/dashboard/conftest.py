@@ -27,6 +27,8 @@ def seed_demo(database: Database, settings: Settings, *, now: float | None = Non
         database, settings, fleet.fleet_events(spec), now=now, progress=False
     )
     assert report.accepted > 0 and not report.rejected
+    loader.store_annotations(database, fleet.fleet_annotations(spec))
+    loader.backfill_slo_history(database, settings, spec.start, now)
     return now
 
 

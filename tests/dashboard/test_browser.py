@@ -26,9 +26,9 @@ pytestmark = [
 
 # Path -> charts the page draws once loaded.
 PAGES = {
-    "/": 6,
+    "/": 7,
     "/model": 0,
-    "/model?model=model-c": 3,
+    "/model?model=model-c": 6,
     "/job": 0,
     "/job?job_id=model-b-baseline": 3,
     "/compare": 2,
@@ -145,4 +145,114 @@ def test_filters_live_in_the_url(site: str, browser: Browser) -> None:
     # The same link in a fresh load reproduces the view.
     _open(browser, url, 6)
     assert browser.text("#fleet-ett") == f"{baseline['total']['ett_pct']:.1f}%"
+    assert browser.severe() == []
+
+
+def test_owner_bar_to_owner_page_back_to_fleet_then_models(site: str, browser: Browser) -> None:
+    browser.console()
+    _open(browser, site + "/", 6)
+    _click_bar(browser, "fleet-lost-owner-graph", 0)
+    url = browser.wait_for_url("/owners?")
+    owner = parse_qs(urlsplit(url).query)["owner"][0]
+    browser.wait_for_text(".ett-main h1", f"Owner {owner}")
+    held = {row.split()[0] for row in browser.text("#owners-components-table").splitlines()[1:]}
+    assert owner in held
+    # The component owner is the owners page's own filter: the nav does not carry it.
+    assert "owner=" not in browser.wait_for("#shell-nav-fleet").get_attribute("href")
+    browser.click("#shell-nav-fleet")
+    browser.wait_for_url(site + "/?")
+    browser.wait_for_graphs(6)
+    assert browser.text("#fleet-ett").endswith("%")
+    assert not browser.find_all("#fleet-empty")
+    browser.click("#shell-nav-models")
+    browser.wait_for_url("/model")
+    assert "model-a" in browser.text("#model-list-table")
+    assert not browser.find_all("#model-empty")
+    # An old owner= link on the models page reads as the team filter and says no model matches.
+    _open(browser, site + f"/model?owner={owner}", 0)
+    assert browser.text("#model-empty h3") == "No model matches these filters"
+    assert browser.severe() == []
+
+
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def _outside(site: str, urls: list[str]) -> list[str]:
+    # Only network requests count: not data:, blob: or Chromium's own chrome:// resources.
+    network = [u for u in urls if u.startswith(("http://", "https://", "ws://", "wss://"))]
+    return [u for u in network if not u.startswith(site)]
+
+
+def test_api_docs_render_with_every_outside_request_blocked(site: str) -> None:
+    offline = Browser(offline=True)
+    try:
+        paths = _rest(site, "/openapi.json")["paths"]
+        offline.requested_urls()
+        offline.get(site + "/docs")
+        offline.wait_for("#swagger-ui .opblock-summary-path")
+        drawn = {e.text.replace("\u200b", "") for e in offline.find_all(".opblock-summary-path")}
+        assert "/api/v1/events" in drawn and len(drawn) >= len(paths) // 2
+        asked = offline.requested_urls()
+        assert asked and _outside(site, asked) == [], asked
+        offline.get(site + "/redoc")
+        offline.wait_for_text("redoc", "POST")
+        # ReDoc's footer ("API docs by Redocly") links its logo from its CDN; it alone fails.
+        assert _outside(site, offline.requested_urls()) in ([], [REDOC_LOGO])
+        assert [e for e in offline.severe() if REDOC_LOGO not in e["message"]] == []
+    finally:
+        offline.close()
+
+
+def test_a_job_found_by_search_opens_its_page(site: str, browser: Browser) -> None:
+    every = _rest(site, "/api/v1/jobs", limit=1000, sort="submitted_at")
+    oldest = every["jobs"][0]["job_id"]  # the last of the recent view: on its last page
+    browser.console()
+    _open(browser, site + "/job", 0)
+    assert "newest first" in browser.text(".ett-main")
+    search = browser.wait_for("#job-search")
+    search.send_keys("no-such-job-\n")
+    browser.wait_for_url("q=no-such-job-")
+    assert browser.text("#job-empty h3") == "No job matches search 'no-such-job-'"
+    _open(browser, site + "/job", 0)  # a fresh list, as a reader starting over
+    browser.wait_for("#job-list-table")
+    search = browser.wait_for("#job-search")
+    search.send_keys(oldest + "\n")
+    browser.wait_for_url(f"q={oldest}")
+    browser.wait_for_text("#job-list-table", oldest)
+    links = [a for a in browser.find_all("#job-list-table a") if a.text == oldest]
+    assert links, browser.text("#job-list-table")
+    links[0].click()
+    browser.wait_for_url(f"job_id={oldest}")
+    browser.wait_for_text("#job-id", oldest)
+    browser.wait_for_graphs(1)
+    assert browser.severe() == []
+
+
+def _pick(browser: Browser, dropdown_id: str, text: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    # Dash 4's dropdown: a click opens a popover whose search box has the focus.
+    browser.click_at(browser.wait_for(f"#{dropdown_id}"))
+    ActionChains(browser.driver).send_keys(text).perform()
+    browser.wait_for_text(".dash-dropdown-content .dash-dropdown-options", text)
+    option = next(
+        o
+        for o in browser.find_all(".dash-dropdown-content .dash-dropdown-option")
+        if o.text == text
+    )
+    option.click()
+    browser.wait_for_text(f"#{dropdown_id}", text)
+
+
+def test_compare_picker_opens_the_chosen_pair(site: str, browser: Browser) -> None:
+    browser.console()
+    _open(browser, site + "/compare", 2)
+    _pick(browser, "compare-pick-baseline", "model-c-baseline")
+    _pick(browser, "compare-pick-optimized", "model-c-optimized")
+    browser.click("#compare-pick-go")
+    url = browser.wait_for_url("optimized=model-c-optimized")
+    assert "baseline=model-c-baseline" in url
+    browser.wait_for_text("#compare-title", "model-c-baseline (baseline) vs model-c-optimized")
+    assert "PT2 compile" in browser.text("#compare-l2-table")
+    assert not browser.find_all("#compare-filter-model")[0].is_displayed()
     assert browser.severe() == []

@@ -77,7 +77,9 @@ def test_attempt_timeline_draws_attempts_as_rows_in_minutes() -> None:
     replay = bars["wasted: replay"]
     assert replay.marker.pattern.shape == "/"
     assert replay.marker.color == WASTE_COLORS["replay"]
-    failure = next(t for t in fig.data if t.name == "failure")
+    failure = next(t for t in fig.data if t.name.endswith("failure"))
+    # The legend names the kind, in the kind's colour (a red × for app_error).
+    assert failure.marker.color == FAILURE_COLORS[failure.name.split()[1]]
     assert list(failure.x) == pytest.approx([60.0])
     assert list(failure.y) == ["attempt 0"]
     assert list(fig.layout.yaxis.categoryarray) == ["attempt 1", "attempt 0"]
@@ -248,7 +250,12 @@ def test_init_critical_path_separates_path_and_hidden_work() -> None:
         ]
     )
     fig = figures.init_critical_path(spans, title="attempt 0")
-    on_path, hidden = fig.data
+    on_path, hidden, *swatches = fig.data
+    assert [s.name for s in swatches] == [
+        "solid: on the critical path",
+        "hatched: hidden behind other work",
+    ]
+    assert not on_path.showlegend and not hidden.showlegend
     assert list(on_path.y) == ["hardware_setup", "pt2_compile"]
     assert list(on_path.x) == pytest.approx([2.0, 20.0])
     assert list(hidden.base) == pytest.approx([2.0]) and hidden.marker.pattern.shape == "x"
@@ -264,7 +271,7 @@ def test_phase_hidden_work_is_total_minus_exposed() -> None:
         }
     )
     fig = figures.phase_hidden_work(phases)
-    exposed, hidden = fig.data
+    exposed, hidden, *_swatches = fig.data
     assert dict(zip(hidden.y, hidden.x, strict=True)) == pytest.approx(
         {"pt2_compile": 0.0, "trainer_init.first_batch": 10.0}
     )
@@ -296,3 +303,47 @@ def test_attribution_bars_show_shares_and_the_cascade_bound() -> None:
     bars, bound = fig.data
     assert list(bars.x) == pytest.approx([8.0, 58.0, 11.0, 23.0])
     assert list(bound.x) == pytest.approx([24.8])
+
+
+def test_level1_weights_tts_by_gpus_and_ttr_by_failures() -> None:
+    from dashboard.data import _weighted_level1
+
+    jobs = pd.DataFrame(
+        {
+            "gpus": [8, 2, None],
+            "tts_s": [600.0, 60.0, 9999.0],
+            "recovery_s": [1200.0, 0.0, 9999.0],
+            "nof": [2, 0, 5],
+        }
+    )
+    out = _weighted_level1(jobs, pd.Series(["d1", "d1", "d1"]))
+    row = out.iloc[0]
+    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60) / 10 / 60)
+    assert row["ttr_min"] == pytest.approx(1200 / 2 / 60)  # 8 GPUs x 1200 s over 8 x 2 failures
+    assert row["nof"] == pytest.approx(8 * 2 / 10)  # the job of unknown size weighs nothing
+    fig = figures.level1_over_time(out, title="t")
+    assert [t.name for t in fig.data] == ["TTS", "TTR", "NoF"]
+
+
+def test_a_running_jobs_live_tail_is_drawn_in_progress_not_unattributed() -> None:
+    t0 = 1_000_000.0
+    intervals = pd.DataFrame(
+        {
+            "start": [t0, t0 + 600],
+            "end": [t0 + 600, t0 + 900],
+            "attempt": [0, 0],
+            "component": ["effective_training", "unattributed"],
+            "phase": [None, None],
+        }
+    )
+    live = figures.attempt_timeline(
+        intervals, pd.DataFrame(), submitted_at=t0, ended_at=t0 + 900, provisional=True
+    )
+    names = [t.name for t in live.data]
+    assert "in progress (provisional)" in names and "Unattributed" not in names
+    tail = next(t for t in live.data if t.name == "in progress (provisional)")
+    assert tail.marker.pattern.shape == "/" and list(tail.x) == pytest.approx([5.0])
+    done = figures.attempt_timeline(
+        intervals, pd.DataFrame(), submitted_at=t0, ended_at=t0 + 900, provisional=False
+    )
+    assert "Unattributed" in [t.name for t in done.data]

@@ -32,7 +32,7 @@ def test_a_link_reproduces_the_filters() -> None:
         "start": "2026-04-01",
         "end": "2026-04-30",
         "model": "model a",
-        "owner": "data",
+        "team": "data",
         "label": "variant=baseline",
         "bucket": "week",
         "job_id": "j-1",
@@ -62,3 +62,16 @@ def test_overrides_change_or_drop_keys() -> None:
     f = Filters.from_query({"model": "m", "start": "2026-05-01", "end": "2026-05-02"}, today=TODAY)
     q = dict(parse_qsl(urlsplit(f.href("/job", job_id="x", model=None)).query))
     assert q == {"start": "2026-05-01", "end": "2026-05-02", "job_id": "x"}
+
+
+def test_owner_is_the_team_alias_except_on_the_owners_page() -> None:
+    old_link = Filters.from_query({"owner": "search-ranking"}, today=TODAY)
+    assert old_link.team == "search-ranking" and old_link.owner is None
+    assert old_link.query()["team"] == "search-ranking" and "owner" not in old_link.query()
+    both = Filters.from_query({"team": "ads", "owner": "checkpoint"}, today=TODAY)
+    assert both.team == "ads" and both.owner is None
+    owners_page = Filters.from_query(
+        {"team": "ads", "owner": "checkpoint"}, today=TODAY, component_owner=True
+    )
+    assert owners_page.team == "ads" and owners_page.owner == "checkpoint"
+    assert owners_page.query()["owner"] == "checkpoint"

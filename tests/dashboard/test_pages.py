@@ -17,6 +17,7 @@ from backend.config import Settings
 from backend.db import Database
 from dashboard.components import NO_DATA_HINT
 from dashboard.pages import compare, fleet, job, models, owners
+from dashboard.palette import COMPONENT_LABELS
 from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo
 
 
@@ -67,6 +68,8 @@ def test_fleet_page_headline_equals_the_rest_answers(
     trend = find(page, "fleet-trend-graph").figure
     drawn = [p["ett_pct"] for p in ett["series"] if p["ett_pct"] is not None]
     assert list(trend.data[0].y) == pytest.approx(drawn)
+    level1 = find(page, "fleet-level1-graph").figure
+    assert {t.name for t in level1.data} >= {"TTS", "TTR"}
     assert {
         "fleet-lost-component-graph",
         "fleet-lost-owner-graph",
@@ -92,6 +95,30 @@ def test_fleet_page_filters_by_model_and_label(
     assert "no-such-team" in str(find(unknown, "fleet-empty").children)
 
 
+def test_a_filter_no_model_matches_says_so_instead_of_no_data(
+    seeded: Settings, database: Database
+) -> None:
+    start, end, _rest = _range()
+    with dashboard_request(seeded, database):
+        # "checkpoint" owns a component, not a model: an old owner= link on other pages.
+        fleet_page = fleet.layout(start=start, end=end, owner="checkpoint")
+        models_page = models.layout(start=start, end=end, team="checkpoint")
+        jobs_page = job.layout(start=start, end=end, team="checkpoint")
+        owners_page = owners.layout(start=start, end=end, owner="checkpoint")
+    fleet_empty = str(find(fleet_page, "fleet-empty").children)
+    assert "No model belongs to team 'checkpoint'" in fleet_empty
+    assert find(fleet_page, "fleet-filter-team").value == "checkpoint"
+    for page, element_id in ((models_page, "model-empty"), (jobs_page, "job-empty")):
+        node = find(page, element_id)
+        assert node.children[0].children.endswith("matches these filters"), element_id
+        assert "load the demo" not in str(node.children), element_id
+    # On the owners page owner= is the component owner: its rows, no empty state.
+    assert find(owners_page, "owners-empty") is None
+    held = {r["owner"] for r in find(owners_page, "owners-components-table").data}
+    assert held == {"checkpoint"}
+    assert find(owners_page, "owners-filter-owner").value == "checkpoint"
+
+
 def test_model_page_equals_the_rest_answer(
     api: TestClient, seeded: Settings, database: Database
 ) -> None:
@@ -111,6 +138,28 @@ def test_model_page_equals_the_rest_answer(
     assert find(page, "model-checkpoint-graph") is not None
     names = {r["model"].split("]")[0].lstrip("[") for r in find(listing, "model-list-table").data}
     assert {"model-a", "model-f"} <= names
+    # What eats the model's ETT%: the lost GPU-hours by component and owner, as REST has them.
+    lost = find(page, "model-lost-component-graph").figure
+    drawn = {t.name: sum(t.y) for t in lost.data}
+    expected = {
+        COMPONENT_LABELS[c]: v
+        for c, v in answer["components_gpu_h"].items()
+        if c != "effective_training" and v > 0
+    }
+    assert drawn == pytest.approx(expected, rel=1e-6)
+    by_owner = find(page, "model-lost-owner-graph").figure
+    assert sum(sum(t.x) for t in by_owner.data) == pytest.approx(
+        sum(r["gpu_h"] for r in answer["lost_by_owner"]), rel=1e-6
+    )
+    level1 = find(page, "model-level1-graph").figure
+    tts = next(t for t in level1.data if t.name == "TTS")
+    assert sorted(tts.y) == pytest.approx(sorted(j["tts_s"] / 60.0 for j in jobs["jobs"]))
+    top = {
+        r["model"].split("]")[0].lstrip("["): r["top_lost"]
+        for r in find(listing, "model-list-table").data
+    }
+    c_top = max(expected, key=lambda k: expected[k])
+    assert top["model-c"] == c_top
 
 
 def test_job_page_equals_the_rest_answer(
@@ -128,8 +177,8 @@ def test_job_page_equals_the_rest_answer(
     timeline = find(page, "job-timeline-graph").figure
     rows = {y for t in timeline.data if t.type == "bar" for y in t.y}
     assert rows == {f"attempt {a['attempt']}" for a in answer["attempts"]}
-    failures = next(t for t in timeline.data if t.name == "failure")
-    assert len(failures.x) == answer["l1"]["nof"]
+    failures = [t for t in timeline.data if t.name.endswith(" failure")]
+    assert sum(len(t.x) for t in failures) == answer["l1"]["nof"]
     assert find(page, "job-critical-path-0") is not None
     assert find(page, "job-model-link").href.startswith("/model?")
     assert "model-b-baseline" in str(find(listing, "job-list-table").data)
@@ -176,7 +225,7 @@ def test_a_running_jobs_live_tail_is_shown_as_provisional(
     assert l2["Live tail (provisional)"]["minutes"] == pytest.approx(tail_min)
     assert l2["Unattributed"]["minutes"] == pytest.approx(0.0, abs=1e-6)
     timeline = find(page, "job-timeline-graph").figure
-    assert "live tail (provisional)" in {t.name for t in timeline.data}
+    assert "in progress (provisional)" in {t.name for t in timeline.data}
 
 
 def test_revision_2_warnings_on_the_job_page_and_in_rest(
@@ -219,6 +268,19 @@ def test_compare_page_equals_the_rest_answer(
     assert find(missing, "compare-empty") is not None
     first = find(page, "compare-table").data[0]
     assert "/job?" in first["job"] and "baseline=model-a-baseline" in first["pair"]
+    # Level-2 deltas beside the Level-1 ones: PT2 compile before and after, as REST has it.
+    l2 = {r["component"]: r for r in find(pair, "compare-l2-table").data}
+    b_compile = one["baseline"]["components"]["pt2_compile"] / 60.0
+    o_compile = one["optimized"]["components"]["pt2_compile"] / 60.0
+    assert l2["PT2 compile"]["baseline_min"] == pytest.approx(b_compile)
+    assert l2["PT2 compile"]["delta_min"] == pytest.approx(o_compile - b_compile)
+    assert "Eq. 3" in str(find(pair, "compare-terms").children)
+    # The picker suggests labelled jobs per side; a named pair hides the pair-choosing filters.
+    assert "model-a-baseline" in find(page, "compare-pick-baseline").options
+    assert "model-a-optimized" in find(page, "compare-pick-optimized").options
+    assert find(pair, "compare-pick-baseline").value == "model-e-baseline"
+    assert find(pair, "compare-filters-hidden").style == {"display": "none"}
+    assert find(page, "compare-filters-hidden") is None
 
 
 def test_owners_page_shows_lost_hours_and_slos(
@@ -243,17 +305,41 @@ def test_owners_page_shows_lost_hours_and_slos(
             ),
         )
         s.commit()
+    from backend.alerts import history as slo_history
+    from backend.alerts import service as alerts
+    from backend.demo.loader import history_instants
+
+    now = datetime.now(UTC).timestamp()
+    with database.session() as s:
+        slo_history.backfill(db_session=s, instants=history_instants(now - 14 * 86400, now))
+        s.commit()
+    alerts.evaluate_once(db=database, settings=seeded, release=True)
     with dashboard_request(seeded, database):
         page = owners.layout(start=start, end=end)
         one = owners.layout(start=start, end=end, owner="compiler")
         alert_link = owners.layout(owner="checkpoint", component="wasted_training")
     graph = find(page, "owners-lost-graph").figure
     assert sum(sum(t.x) for t in graph.data) == pytest.approx(lost["total_gpu_h"], rel=1e-6)
-    assert [r["name"] for r in find(page, "owners-slos-table").data] == ["compile-share"]
+    assert "compile-share" in [r["name"] for r in find(page, "owners-slos-table").data]
     owners_shown = {r["owner"] for r in find(one, "owners-components-table").data}
     assert owners_shown == {"compiler"}
     narrowed = find(alert_link, "owners-components-table").data
     assert [(r["owner"], r["component"]) for r in narrowed] == [("checkpoint", "Wasted training")]
+    # The SLO row: units, the value now, the status, a sparkline and its breach history.
+    row = next(r for r in find(one, "owners-slos-table").data if r["name"] == "compile-share")
+    assert row["objective"] == "≤ 0.05 % of GPU-time" and row["current"].endswith("% of GPU-time")
+    compile_share = next(
+        r
+        for r in api.get("/api/v1/fleet/ett", params=rest).json()["total"].items()
+        if r[0] == "components_gpu_h"
+    )[1]["pt2_compile"]
+    assert compile_share > 0 and row["status"] == "breached"  # any compile beats 0.05 %
+    history = find(one, "owners-slo-history-graph").figure.data[0]
+    cells = list(history.z[list(history.y).index("compile-share")])
+    assert 1 in cells and len(cells) >= 7  # a point per day of the range the fleet has run
+    assert row["breached"].startswith(f"{cells.count(1)} of {len(cells)}")
+    assert len(row["history"]) == len(cells)
+    assert find(one, "owners-trend-graph").figure.data  # the owner's lost GPU-hours trend
 
 
 def test_every_page_says_what_to_do_on_an_empty_database(
@@ -329,3 +415,63 @@ def test_pages_stay_readable_with_500_models(
     table = find(listing, "model-list-table")
     assert len(table.data) == 520 and table.page_size == 25
     assert table.filter_action == "native"
+
+
+def test_jobs_search_looks_through_every_job_one_page_at_a_time(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    every = api.get("/api/v1/jobs", params={"limit": 1000}).json()
+    newest = max(every["jobs"], key=lambda j: j["submitted_at"])
+    prefix = newest["job_id"][: len(newest["job_id"]) - 2]
+    expected = {j["job_id"] for j in every["jobs"] if j["job_id"].startswith(prefix)}
+    expected |= {j["job_id"] for j in every["jobs"] if (j["model"] or "").startswith(prefix)}
+    far = ("2001-01-01", "2001-01-02")  # a search ignores the date range
+    with dashboard_request(seeded, database):
+        found = job.layout(start=far[0], end=far[1], q=prefix)
+        recent = job.layout(view="recent")
+        second = job.layout(view="recent", page="2")
+        nothing = job.layout(q="no-such-job-")
+        failed = job.layout(q=prefix, status="failed")
+    shown = find(found, "job-list-table").data
+    assert {r["job"].split("]")[0].strip("[").replace("\\", "") for r in shown} == expected
+    rows = find(recent, "job-list-table").data
+    assert len(rows) == min(job.PAGE_SIZE, every["total"])
+    assert rows[0]["submitted"] == newest["submitted_at"][:16].replace("T", " ")
+    assert [r["submitted"] for r in rows] == sorted((r["submitted"] for r in rows), reverse=True)
+    if every["total"] > job.PAGE_SIZE:
+        assert find(recent, "job-page-next") is not None
+        assert find(second, "job-page-prev") is not None
+        assert find(second, "job-list-table").data[0]["job"] != rows[0]["job"]
+    live = {j["job_id"] for j in every["jobs"] if j["provisional"]}
+    assert all((r["status"] == "● live") == any(f"[{i}]" in r["job"] for i in live) for r in rows)
+    assert "No job matches search 'no-such-job-'" in str(find(nothing, "job-empty").children)
+    failed_table = find(failed, "job-list-table")
+    failed_rows = failed_table.data if failed_table is not None else []
+    assert all(r["status"] == "failed" for r in failed_rows)
+    if failed_table is None:
+        assert "status failed" in str(find(failed, "job-empty").children)
+
+
+def test_trend_charts_draw_the_annotations_they_concern(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    start, end, rest = _range()
+    every = api.get("/api/v1/annotations", params=rest).json()["annotations"]
+    fleet_wide = sorted(a["title"] for a in every if a["model"] is None)
+    model = next(a["model"] for a in every if a["model"])
+    own = sorted(a["title"] for a in every if a["model"] in (None, model))
+    assert fleet_wide and len(own) > len(fleet_wide)
+    with dashboard_request(seeded, database):
+        page = fleet.layout(start=start, end=end)
+        one = models.layout(start=start, end=end, model=model)
+
+    def drawn(figure: Any) -> list[str]:
+        return sorted(
+            a.hovertext.split(" ", 2)[2] for a in figure.layout.annotations if a.hovertext
+        )
+
+    for graph_id in ("fleet-trend-graph", "fleet-lost-component-graph", "fleet-level1-graph"):
+        assert drawn(find(page, graph_id).figure) == fleet_wide, graph_id
+    for graph_id in ("model-trend-graph", "model-lost-component-graph", "model-level1-graph"):
+        assert drawn(find(one, graph_id).figure) == own, graph_id
+    assert f"{len(fleet_wide)} annotations" in str(find(page, "fleet-annotations").children)

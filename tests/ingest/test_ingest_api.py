@@ -72,6 +72,20 @@ def test_every_type_accepted_and_normalized(post, database) -> None:
     assert model is not None and model.owner == "ranking"
 
 
+def test_a_models_tier_comes_from_its_jobs_tier_label(post, database) -> None:
+    first = ev("t-1", "job_submitted", ts=T0, model="m-t", gpus=8, labels={"tier": "tier-1"})
+    assert post([{**first, "job_id": "job-t1"}]).status_code == 200
+    # A later job without the label keeps the tier; one with another tier moves it.
+    plain = ev("t-2", "job_submitted", ts=T0, model="m-t", gpus=8, labels={})
+    assert post([{**plain, "job_id": "job-t2"}]).status_code == 200
+    with database.session() as s:
+        assert s.get(Model, "m-t").tier == "tier-1"
+    moved = ev("t-3", "job_submitted", ts=T0, model="m-t", gpus=8, labels={"tier": "tier-2"})
+    assert post([{**moved, "job_id": "job-t3"}]).status_code == 200
+    with database.session() as s:
+        assert s.get(Model, "m-t").tier == "tier-2"
+
+
 @pytest.mark.parametrize(
     ("type_", "missing"), [(t, f) for t, fields in REQUIRED.items() for f in fields]
 )

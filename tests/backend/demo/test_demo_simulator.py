@@ -172,3 +172,22 @@ def test_fleet_trend_rises_from_about_80_to_above_90_with_a_scheduling_regressio
     during = share(intervals, at(REGRESSION[0]), at(REGRESSION[1]), {"scheduling"})
     after = share(intervals, at(REGRESSION[1] + 0.02), NOW, {"scheduling"})
     assert during > 1.8 * after, (during, after)
+
+
+def test_some_fleet_jobs_end_failed_or_cancelled_and_the_engine_says_so():
+    spec = FleetSpec(seed=7, models=12, days=60.0, now=NOW)
+    done = [p for p in plans(spec) if p.submitted_at + 2 * DAY < NOW and "-bench" not in p.job_id]
+    outcomes = Counter(p.outcome for p in done)
+    n = len(done)
+    assert 0.03 <= outcomes["failed"] / n <= 0.2, outcomes
+    assert 0.01 <= outcomes["cancelled"] / n <= 0.1, outcomes
+    for outcome in ("failed", "cancelled"):
+        plan = next(p for p in done if p.outcome == outcome)
+        events = job_events(plan)
+        assert events[-1]["type"] == "job_ended" and events[-1]["status"] == outcome
+        result = run_engine(events)
+        assert result.status == outcome and not result.provisional
+        if outcome == "failed":
+            assert result.l1.nof >= 1
+        else:
+            assert result.effective_s < plan.train_s  # stopped before its data was done
