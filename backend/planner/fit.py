@@ -227,7 +227,9 @@ def fit_inputs(
 
     Per-job quantities are recency-weighted means; the failure rate is weighted failures over
     weighted GPU-hours of effective training; per-failure quantities average the failures
-    that recovered (a censored one never restarted). Jobs a day = jobs / window days.
+    that recovered; a censored failure (the job gave up at it: its TTR runs to the job's end, no
+    restart) is a give-up instead, with its own share of failures and its own cost per give-up.
+    Jobs a day = jobs / window days.
     `replay`: "utt" predicts the replay as UTT = tau / 2; "measured" keeps the measured replay
     per failure (for failures placed on purpose, as in a paired benchmark).
     """
@@ -326,6 +328,21 @@ def fit_inputs(
         recovery = {p: cold.get(p, 0.0) for p in COLD_PARTS}
         if n_fail:
             warnings.append("no recovered failure: recovery cost assumed equal to the cold start")
+    # Give-ups: the share of failures the job ended at, and what such a censored TTR holds.
+    all_failures = [
+        (x, j.submitted_at, f) for x, j in zip(w, done, strict=True) for f in j.failures
+    ]
+    give_up_share = (
+        est("give-up share", [(t, float(f.censored), 1.0, x) for x, t, f in all_failures])
+        if all_failures
+        else 0.0
+    )
+    censored = [(x, t, f) for x, t, f in all_failures if f.censored]
+    give_up: dict[str, float] = {}
+    for p in sorted({p for _x, _t, f in censored for p in f.parts_s}):
+        give_up[p] = est(
+            f"give-up {p}", [(t, f.parts_s.get(p, 0.0), 1.0, x) for x, t, f in censored]
+        )
     csbt = est(
         "CSBT",
         [(j.submitted_at, j.blocking_s, float(j.saves), x) for x, j in zip(w, done, strict=True)],
@@ -384,6 +401,8 @@ def fit_inputs(
         other_in_loop_s_per_h=other,
         jobs_per_day=len(done) / window_days if window_days > 0 else 0.0,
         replay_per_failure_s=replay_per_failure if replay == "measured" else None,
+        give_up_share=min(1.0, give_up_share),
+        give_up_s=give_up,
     )
     measured = sum(j.effective_s * j.gpus for j in done) / sum(j.e2e_s * j.gpus for j in done)
     return Fit(

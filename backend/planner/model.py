@@ -3,10 +3,13 @@
 A job trains W seconds of new data on G GPUs. Failures arrive at a rate per GPU-hour of
 effective training, so a job expects F = sum_k lambda_k x G x W / 3600 of them. Its wall time is
 
-    E2E = W + cold start + F x (recovery beyond replay + tau / 2) + (W / tau) x CSBT
-          + W x (stall and other in-loop rates) + final shutdown
+    E2E = W + cold start + F (1 - q) x (recovery beyond replay + tau / 2) + F q x give-up
+          + (W / tau) x CSBT + W x (stall and other in-loop rates) + final shutdown
 
-where the cold start and each recovery are split into the components that own them, the replay
+where q is the share of failures after which the job gives up (it ends failed: that failure's
+TTR is censored, runs to the job's end and holds no restart and no replay, only its teardown
+and release, the give-up cost), the cold start and each recovery are split into the components
+that own them, the replay
 after a failure is the unsaved training time UTT = tau / 2 (Eq. 2), and NoS = W / tau saves each
 block CSBT. ETT% = W / E2E x 100. A change to a start-up component acts on the cold start and on
 every recovery that repeats it, so a TTS saving counts (1 + F) times (Eq. 3).
@@ -74,6 +77,10 @@ class ModelInputs:
     jobs_per_day: float = 1.0
     # Measured replay per failure; None predicts it as UTT = tau / 2 (failures at random times).
     replay_per_failure_s: float | None = None
+    # Share of failures the job gives up at (ends failed, no restart), and per give-up the
+    # censored TTR by part (teardown, release): what such a failure costs instead of a recovery.
+    give_up_share: float = 0.0
+    give_up_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checks = {
@@ -88,6 +95,8 @@ class ModelInputs:
             **{f"cold_start_s[{k}]": v for k, v in self.cold_start_s.items()},
             **{f"recovery_s[{k}]": v for k, v in self.recovery_s.items()},
             **{f"other_in_loop_s_per_h[{k}]": v for k, v in self.other_in_loop_s_per_h.items()},
+            "give_up_share": self.give_up_share,
+            **{f"give_up_s[{k}]": v for k, v in self.give_up_s.items()},
         }
         for name, value in checks.items():
             if not math.isfinite(value) or value < 0:
@@ -96,11 +105,23 @@ class ModelInputs:
             raise ValueError(f"gpus must be at least 1, got {self.gpus}")
         if self.interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {self.interval_s}")
+        if self.give_up_share > 1.0:
+            raise ValueError(f"give_up_share must be at most 1, got {self.give_up_share}")
 
     @property
     def failures_per_job(self) -> float:
         """F = sum_k lambda_k x G x W / 3600: expected failures of one job."""
         return sum(self.failure_rate_per_gpu_h.values()) * self.gpus * self.effective_s / HOUR_S
+
+    @property
+    def recoveries_per_job(self) -> float:
+        """F x (1 - q): expected failures of one job that are followed by a restart."""
+        return self.failures_per_job * (1.0 - self.give_up_share)
+
+    @property
+    def give_ups_per_job(self) -> float:
+        """F x q: expected failures of one job that end it (no restart)."""
+        return self.failures_per_job * self.give_up_share
 
     @property
     def failure_rate_per_training_s(self) -> float:
@@ -142,13 +163,16 @@ def predict(inputs: ModelInputs) -> Prediction:
     """Expected ETT% and lost time of one job of the model (the formula in the module docstring)."""
     w = inputs.effective_s
     f = inputs.failures_per_job
+    r = inputs.recoveries_per_job
     hours = w / HOUR_S
     lost: dict[str, float] = {}
     for part, s in inputs.cold_start_s.items():
         lost[f"cold.{part}"] = s
     for part, s in inputs.recovery_s.items():
-        lost[f"recovery.{part}"] = f * s
-    lost["replay"] = f * replay_per_failure_s(inputs)
+        lost[f"recovery.{part}"] = r * s
+    lost["replay"] = r * replay_per_failure_s(inputs)
+    for part, s in inputs.give_up_s.items():
+        lost[f"give_up.{part}"] = inputs.give_ups_per_job * s
     lost["checkpoint_blocking"] = w / inputs.interval_s * inputs.csbt_s
     lost["stalled"] = hours * inputs.stall_s_per_h
     for comp, rate in inputs.other_in_loop_s_per_h.items():
@@ -179,7 +203,7 @@ def replay_per_failure_s(inputs: ModelInputs) -> float:
 
 def _component_of(term: str) -> str:
     head, _, part = term.partition(".")
-    if head in ("cold", "recovery"):
+    if head in ("cold", "recovery", "give_up"):
         return PART_COMPONENT.get(part, "unattributed")
     if head == "in_loop":
         return part if part in LOST_COMPONENTS else "unattributed"
@@ -187,17 +211,18 @@ def _component_of(term: str) -> str:
 
 
 def optimal_interval_s(inputs: ModelInputs) -> float | None:
-    """tau* = sqrt(2 x CSBT / lambda), lambda per second of training; None without failures."""
-    rate = inputs.failure_rate_per_training_s
+    """tau* = sqrt(2 x CSBT / lambda), lambda per second of training of the failures that
+    restart (a give-up replays nothing); None without them."""
+    rate = inputs.failure_rate_per_training_s * (1.0 - inputs.give_up_share)
     if rate <= 0 or inputs.csbt_s <= 0:
         return None
     return math.sqrt(2.0 * inputs.csbt_s / rate)
 
 
 def wtt_s(inputs: ModelInputs, interval_s: float | None = None) -> float:
-    """Eq. 2 for one job: WTT = UTT + NoS x CSBT = F x tau / 2 + (W / tau) x CSBT."""
+    """Eq. 2 for one job: WTT = UTT + NoS x CSBT = F (1 - q) x tau / 2 + (W / tau) x CSBT."""
     tau = inputs.interval_s if interval_s is None else interval_s
-    return inputs.failures_per_job * tau / 2.0 + inputs.effective_s / tau * inputs.csbt_s
+    return inputs.recoveries_per_job * tau / 2.0 + inputs.effective_s / tau * inputs.csbt_s
 
 
 # --- Changes (what-ifs) ---------------------------------------------------------------------
@@ -242,6 +267,7 @@ def apply_change(inputs: ModelInputs, change: Change) -> ModelInputs:
     cold = _scaled(inputs.cold_start_s, change.scale)
     cold.update({k: v for k, v in change.set_cold_s.items() if k in COLD_PARTS})
     recovery = _scaled(inputs.recovery_s, change.scale)
+    give_up = _scaled(inputs.give_up_s, change.scale)
     recovery.update({k: v for k, v in change.set_recovery_s.items() if k in RECOVERY_PARTS})
     every = change.failure_scale.get("*", 1.0)
     rates = {
@@ -274,6 +300,7 @@ def apply_change(inputs: ModelInputs, change: Change) -> ModelInputs:
         failure_rate_per_gpu_h=rates,
         cold_start_s=cold,
         recovery_s=recovery,
+        give_up_s=give_up,
         csbt_s=csbt,
         interval_s=interval,
         final_shutdown_s=shutdown,

@@ -47,6 +47,11 @@ class InputsOut(BaseModel):
     cold_start_total_s: float
     recovery_s: dict[str, float]
     recovery_total_s: float
+    # Failures a job recovers from, F x (1 - q); q, the share it gives up at (ends failed);
+    # per give-up, the censored TTR by part.
+    recoveries_per_job: float
+    give_up_share: float
+    give_up_s: dict[str, float]
     csbt_s: float
     interval_s: float
     interval_source: str | None

@@ -140,6 +140,9 @@ def inputs_dict(inputs: ModelInputs, fit: Fit) -> dict[str, Any]:
         "cold_start_total_s": sum(inputs.cold_start_s.values()),
         "recovery_s": dict(inputs.recovery_s),
         "recovery_total_s": sum(inputs.recovery_s.values()),
+        "recoveries_per_job": inputs.recoveries_per_job,
+        "give_up_share": inputs.give_up_share,
+        "give_up_s": dict(inputs.give_up_s),
         "csbt_s": inputs.csbt_s,
         "interval_s": inputs.interval_s,
         "interval_source": fit.interval_source,
@@ -167,6 +170,8 @@ def inputs_from_dict(d: dict[str, Any]) -> ModelInputs:
         stall_s_per_h=float(d["stall_s_per_h"]),
         other_in_loop_s_per_h=dict(d["other_in_loop_s_per_h"]),
         jobs_per_day=float(d["jobs_per_day"]),
+        give_up_share=float(d.get("give_up_share", 0.0)),
+        give_up_s=dict(d.get("give_up_s") or {}),
     )
 
 

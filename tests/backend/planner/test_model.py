@@ -155,6 +155,30 @@ def test_async_checkpointing_and_halved_failures():
     assert one.failure_rate_per_gpu_h == {"preemption": 0.15, "infra": 0.1}
 
 
+def test_a_give_up_costs_its_censored_ttr_instead_of_a_recovery_and_replay():
+    # F = 2 on a 10-hour job, a quarter of failures end the job: 1.5 recoveries, 0.5 give-ups.
+    inputs = job(
+        failure_rate_per_gpu_h={"app_error": 0.2},
+        recovery_s={"scheduling": 900.0},
+        interval_s=30 * MIN,
+        give_up_share=0.25,
+        give_up_s={"teardown": 120.0},
+    )
+    p = predict(inputs)
+    assert inputs.recoveries_per_job == pytest.approx(1.5)
+    assert p.lost_s["recovery.scheduling"] == pytest.approx(1.5 * 900.0)
+    assert p.lost_s["replay"] == pytest.approx(1.5 * 15 * MIN)
+    assert p.lost_s["give_up.teardown"] == pytest.approx(0.5 * 120.0)
+    assert p.lost_by_component_s["scheduling"] == pytest.approx(1.5 * 900.0 + 60.0)
+    # A give-up replays nothing: only the restarting failures move the optimum interval.
+    assert wtt_s(inputs) == pytest.approx(1.5 * 15 * MIN)
+    # The teardown lever cuts a give-up's teardown too.
+    cut = apply_change(inputs, Change(scale={"teardown": 0.5}))
+    assert cut.give_up_s == {"teardown": 60.0}
+    with pytest.raises(ValueError, match="give_up_share must be at most 1"):
+        job(give_up_share=1.5)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

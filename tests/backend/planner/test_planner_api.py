@@ -13,6 +13,7 @@ from backend.fleet.days import DAY_S
 from backend.planner.backtest import demo_observations
 from backend.planner.fit import fit_inputs, measured_ett_pct
 from backend.planner.model import predict
+from backend.planner.service import inputs_from_dict
 
 NOW = time.time()
 SPEC = fleet.FleetSpec(seed=7, models=3, days=40.0, now=NOW)
@@ -65,8 +66,12 @@ def test_model_plan_fits_the_stored_jobs_like_the_pure_path(seeded, client):
     assert inputs["stall_s_per_h"] == pytest.approx(pure.inputs.stall_s_per_h)
     assert inputs["other_in_loop_s_per_h"] == pytest.approx(dict(pure.inputs.other_in_loop_s_per_h))
     assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s)
+    assert inputs["give_up_share"] == pytest.approx(pure.inputs.give_up_share)
+    assert inputs["give_up_s"] == pytest.approx(dict(pure.inputs.give_up_s))
     pred = body["prediction"]
     assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    # The dashboard's what-if sliders recompute from the REST inputs: the round trip keeps them.
+    assert predict(inputs_from_dict(inputs)).ett_pct == pytest.approx(pred["ett_pct"])
     # The fit follows the current level (the model's shutdown and cold start dropped inside
     # the window): the prediction is near what the window's last quarter measured.
     recent = [j for j in jobs if j.submitted_at >= END - (END - START) / 4]
