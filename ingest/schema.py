@@ -18,6 +18,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
+from backend.text import text_problem
 
 # First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
 PHASE_ROOTS = (
@@ -269,14 +270,9 @@ def _describe(err: ValidationError) -> str:
 
 
 def _text_error(text: str) -> str | None:
-    if "\x00" in text:
-        return "contains a NUL character (\\u0000), which text cannot hold; remove it"
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return "contains a lone UTF-16 surrogate (invalid Unicode); send valid UTF-8 text"
-    return None
+    if text.isascii():  # the common case: only a NUL can be wrong
+        return text_problem(text) if "\x00" in text else None
+    return text_problem(text)
 
 
 def _value_error(value: Any, path: str, depth: int) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,28 @@ DIALECTS = [d.strip() for d in os.environ.get("ETT_TEST_DIALECTS", "sqlite,postg
 PG_ADMIN_URL = os.environ.get(
     "ETT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+@contextmanager
+def database_at(dialect: str, tmp_path: Path, revision: str) -> Iterator[str]:
+    """A fresh database of `dialect` migrated to `revision` only (for migration tests); its URL."""
+    if dialect == "sqlite":
+        url = f"sqlite:///{tmp_path / f'at-{revision}.db'}"
+        migrate.upgrade(url, revision)
+        yield url
+        return
+    name = f"ett_at_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        migrate.upgrade(url, revision)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 class _Databases:

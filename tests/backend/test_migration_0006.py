@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from backend import migrate
-from tests.conftest import DIALECTS, PG_ADMIN_URL
+from tests.conftest import DIALECTS, database_at
 
 START = 1_800_000_000.0
 
@@ -20,23 +18,8 @@ START = 1_800_000_000.0
 @pytest.fixture(params=DIALECTS)
 def old_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database migrated to 0004 only (before tokens expired and silences had rules)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.db'}"
-        migrate.upgrade(url, "0004")
+    with database_at(request.param, tmp_path, "0004") as url:
         yield url
-        return
-    name = f"ett_mig_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    try:
-        migrate.upgrade(url, "0004")
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def test_0006_adds_token_times_and_tidies_absurd_silences(old_url: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,29 +10,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
 from backend import migrate
-from tests.conftest import DIALECTS, PG_ADMIN_URL
+from tests.conftest import DIALECTS, database_at
 
 
 @pytest.fixture(params=DIALECTS)
 def url_at_0004(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database migrated to 0004 only."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'm5.db'}"
-        migrate.upgrade(url, "0004")
+    with database_at(request.param, tmp_path, "0004") as url:
         yield url
-        return
-    name = f"ett_m5_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    try:
-        migrate.upgrade(url, "0004")
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 INSERT = text(
