@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -41,15 +39,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.trainer_agent.live_server import LiveServer, free_port  # noqa: E402
+
 BIN = Path(sys.executable).parent
 POISON_PHASE = "custom.soak_poison"
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---- the database proxy ------------------------------------------------------------------------
@@ -176,66 +169,6 @@ def poison_proxy(upstream: str) -> ThreadingHTTPServer:
 # ---- the server ----------------------------------------------------------------------------------
 
 
-class Server:
-    """`ett serve` on a database URL; kill() is SIGKILL, start() waits for /healthz."""
-
-    def __init__(self, home: Path, database_url: str) -> None:
-        self.env = dict(
-            os.environ,
-            ETT_HOME=str(home),
-            ETT_DATABASE_URL=database_url,
-            ETT_ALERTS_ENABLED="false",
-            ETT_RECOMPUTE_INTERVAL_S="2",
-        )
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(home / "serve.log", "ab")  # noqa: SIM115 - closed in close()
-        self.proc: subprocess.Popen[bytes] | None = None
-        out = subprocess.run(
-            [str(BIN / "ett"), "token", "create", "--name", "soak", "--scope", "ingest"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        self.token = out.stdout.strip().splitlines()[-1].strip()
-
-    def start(self) -> None:
-        """Start serving; wait (bounded) until /healthz answers."""
-        self.proc = subprocess.Popen(
-            [str(BIN / "ett"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("ett serve did not come up within 90 s")
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash or an OOM kill would."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-    def close(self) -> None:
-        """Stop for good."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
-
-
 # ---- one trainer process -------------------------------------------------------------------------
 
 
@@ -310,7 +243,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def chaos(
-    server: Server,
+    server: LiveServer,
     db_proxy: TcpProxy,
     admin_url: str,
     db_name: str,
@@ -331,7 +264,7 @@ def chaos(
         if action == "kill_server":
             server.kill()
             time.sleep(2.0)
-            server.start()
+            server.start(timeout_s=90)
             detail = "SIGKILL, down 2 s, restarted"
         elif action == "terminate_db_connections":
             with admin.connect() as conn:
@@ -363,8 +296,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host, port = host_port.rsplit(":", 1)
         db_proxy = TcpProxy((host, int(port)))
         proxied = url.replace(host_port, f"127.0.0.1:{db_proxy.port}")
-        server = Server(work, proxied)
-        server.start()
+        server = LiveServer(work, database_url=proxied, env={"ETT_RECOMPUTE_INTERVAL_S": "2"})
+        server.start(timeout_s=90)
         front = poison_proxy(server.url)
         endpoint = f"http://127.0.0.1:{front.server_address[1]}"
         jobs = [f"soak-{i // 2}" for i in range(args.procs)]
@@ -410,7 +343,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         chaos_thread.join()
         if server.proc is None or server.proc.poll() is not None:
-            server.start()
+            server.start(timeout_s=90)
         resend_rc = []
         for job in sorted(set(jobs)):
             rc = subprocess.run(

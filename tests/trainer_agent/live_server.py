@@ -26,16 +26,19 @@ def free_port() -> int:
 class LiveServer:
     """`ett db upgrade`, an ingest token, then `ett serve`; stop() and start() keep the database."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(
+        self, home: Path, *, database_url: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.home = home
-        self.db_path = home / "ett.db"
-        self.env = dict(
-            os.environ,
-            ETT_HOME=str(home),
-            ETT_DATABASE_URL=f"sqlite:///{self.db_path}",
-            ETT_RECOMPUTE_INTERVAL_S="0.5",
-            ETT_ALERTS_ENABLED="false",
-        )
+        self.db_path = home / "ett.db"  # the default database (stored_events reads it)
+        self.env = {
+            **os.environ,
+            "ETT_HOME": str(home),
+            "ETT_DATABASE_URL": database_url or f"sqlite:///{self.db_path}",
+            "ETT_RECOMPUTE_INTERVAL_S": "0.5",
+            "ETT_ALERTS_ENABLED": "false",
+            **(env or {}),
+        }
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -52,15 +55,15 @@ class LiveServer:
             raise RuntimeError(f"ett {' '.join(args)} failed: {out.stderr[-2000:]}")
         return out.stdout
 
-    def start(self) -> None:
-        """Start serving on the same port and database; wait for /healthz."""
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start serving on the same port and database; wait (bounded) for /healthz."""
         self.proc = subprocess.Popen(
             [str(BIN / "ett"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ett serve exited with {self.proc.returncode}")
@@ -70,7 +73,13 @@ class LiveServer:
                         return
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError("ett serve did not answer /healthz within 60 s")
+        raise RuntimeError(f"ett serve did not answer /healthz within {timeout_s:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL)."""
