@@ -14,13 +14,13 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate
-from backend.alerts.scheduled import make_alert_evaluator
 from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
-from backend.ett.service import make_recompute_worker, recompute_isolated, recompute_jobs
+from backend.ett.recompute import recompute_isolated, recompute_jobs
 from backend.exporter.views import install_metrics
 from backend.params import enforce_read_bounds
+from backend.workers import PeriodicWorker
 from dashboard.app import mount_dashboard
 
 log = logging.getLogger("ett")
@@ -46,29 +46,33 @@ def create_app(
     check_schema: bool = True,
     start_workers: bool = True,
     with_dashboard: bool = True,
+    workers: Callable[[], list[PeriodicWorker]] | None = None,
 ) -> FastAPI:
-    """Build the app; refuses (SchemaOutOfDate) when the database is behind the migrations."""
+    """Build the app; refuses (SchemaOutOfDate) when the database is behind the migrations.
+
+    With start_workers the lifespan starts `workers()` (by default the composition root's
+    workers of the "all" role, backend.runtime) and stops them on shutdown.
+    """
     settings = settings or get_settings()
     db = database or Database(settings.database_url)
     if check_schema:
         migrate.check_schema(db.engine)
 
-    workers: list[Any] = []
+    running: list[PeriodicWorker] = []
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from backend import runtime
+
         if start_workers:
-            for factory in (make_recompute_worker, make_alert_evaluator):
-                worker = factory(settings, db)
-                if worker is not None:
-                    worker.start()
-                    workers.append(worker)
+            built = workers() if workers is not None else runtime.build_workers(settings, db)
+            runtime.start_all(built)
+            running.extend(built)
         try:
             yield
         finally:
-            for worker in workers:
-                worker.stop()
-            workers.clear()
+            runtime.stop_all(running)
+            running.clear()
 
     # /docs and /redoc from Swagger UI and ReDoc files shipped in the fastapi-offline wheel
     # (served under /static-offline-docs), not from a CDN: GPU clusters are often offline.

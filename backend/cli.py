@@ -66,21 +66,60 @@ def db_current() -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8050,
-    workers: Annotated[bool, typer.Option(help="Run the recompute and alert workers.")] = True,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            help="all: API, dashboard and the workers in one process; api: API and dashboard "
+            "only (run `ett worker` processes beside it). Default: ETT_SERVE_ROLE, else all."
+        ),
+    ] = None,
+    workers: Annotated[
+        bool, typer.Option(help="Deprecated: --no-workers is --role api.", hidden=True)
+    ] = True,
 ) -> None:
     """Serve the REST API (/api/v1, OpenAPI at /docs), the dashboard (/) and /healthz."""
     import uvicorn
 
-    from backend.app import create_app
+    from backend import runtime
     from backend.migrate import SchemaOutOfDate
 
-    settings = get_settings()
+    settings = runtime.build_settings()
     try:
-        application = create_app(settings, start_workers=workers)
+        chosen = runtime.resolve_role("api" if not workers and role is None else role, settings)
+    except ValueError as err:
+        _fail(str(err))
+    if chosen == "worker":
+        _fail("`ett serve --role worker` serves nothing: run `ett worker`")
+    try:
+        application = runtime.build_app(settings, role=chosen)
     except SchemaOutOfDate as err:
         _fail(str(err))
-    typer.echo(f"ETT% serving on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
+    typer.echo(
+        f"ETT% serving ({chosen}) on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)"
+    )
     uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
+
+
+@app.command()
+def worker() -> None:
+    """Run the workers: recompute of dirty jobs, fleet rollups, alert evaluation and delivery.
+
+    Any number may run against one Postgres; stops cleanly on SIGTERM or Ctrl-C.
+    """
+    import logging
+
+    from backend import runtime
+    from backend.migrate import SchemaOutOfDate
+
+    settings = runtime.build_settings()
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    typer.echo(f"ETT% worker on {settings.database_url.split('@')[-1]}")
+    try:
+        runtime.run_workers(settings)
+    except SchemaOutOfDate as err:
+        _fail(str(err))
 
 
 def main() -> None:

@@ -37,10 +37,15 @@ class Settings(BaseSettings):
     recompute_mode: str = "background"
     recompute_interval_s: float = 1.0
     alert_eval_interval_s: float = 60.0
+    # Queued notices and due redeliveries are sent this often between evaluation passes.
+    alert_delivery_interval_s: float = 5.0
     alerts_enabled: bool = True
     # The longest a silence may last (REST and dashboard alike); ETT_SILENCE_MAX_DURATION_S.
     silence_max_duration_s: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400.0)
     log_level: str = "info"
+    # What `ett serve` runs when --role is not given: "all" (API, dashboard and the workers in
+    # one process) or "api" (API and dashboard only; `ett worker` processes do the rest).
+    serve_role: str = "all"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
     # Read bounds (SPEC: every read is bounded; over a bound the API answers 422 naming it).

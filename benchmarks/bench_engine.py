@@ -154,7 +154,7 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
 
     from backend import migrate
     from backend.db import Database
-    from backend.ett import service
+    from backend.ett import recompute as service
     from backend.jobs.models import Job
     from ingest.models import RawEvent
 

@@ -20,7 +20,7 @@ from backend.alerts import service as alerts_service
 from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.db import describe_error
-from backend.ett import service as ett_service
+from backend.ett import read as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet import service as fleet_service
 from backend.fleet.days import bucket_start

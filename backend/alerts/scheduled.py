@@ -1,69 +1,70 @@
-"""The periodic alert evaluator: a daemon thread that runs one pass every interval."""
+"""The periodic alert loops: the evaluator (one pass per interval, under the database lease)
+and the delivery loop (queued notices and due redeliveries between passes)."""
 
 from __future__ import annotations
 
 import logging
-import threading
 
 from backend.alerts import service
 from backend.config import Settings
 from backend.db import Database
+from backend.workers import PeriodicWorker
 
 log = logging.getLogger(__name__)
 
 
-class AlertEvaluator:
+class AlertEvaluator(PeriodicWorker):
     """Runs service.evaluate_once every settings.alert_eval_interval_s until stopped."""
 
+    name = "alerts"
+
     def __init__(self, settings: Settings, db: Database, holder: str | None = None) -> None:
+        super().__init__(interval_s=max(1.0, float(settings.alert_eval_interval_s)))
         self.settings = settings
         self.db = db
         self.holder = holder or service.default_holder()
-        self.passes = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Start the background thread (idempotent)."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="ett-alert-evaluator", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Ask the thread to stop, wait for it, and hand the lease to the next replica."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-        try:
-            with self.db.session() as s:
-                service.release_lease(db_session=s, holder=self.holder)
-        except Exception:
-            log.exception("could not release the alert evaluator lease")
-
-    def run_once(self) -> service.EvaluationReport | None:
-        """One pass; every error is logged, never raised into the host."""
-        try:
-            report = service.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
-        except Exception:
-            log.exception("alert evaluation pass failed")
-            return None
-        self.passes += 1
+    def tick(self) -> service.EvaluationReport:
+        """One pass (it does nothing but return evaluated=False when another holds the lease)."""
+        report = service.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
         for fp, old, new in report.transitions:
             log.info("alert %s: %s -> %s", fp, old, new)
         return report
 
-    def _run(self) -> None:
-        interval = max(1.0, float(self.settings.alert_eval_interval_s))
-        while not self._stop.is_set():
-            self.run_once()
-            self._stop.wait(interval)
+    def on_stop(self) -> None:
+        """Hand the lease to the next replica at once rather than at its expiry."""
+        with self.db.session() as s:
+            service.release_lease(db_session=s, holder=self.holder)
+
+
+class DeliveryWorker(PeriodicWorker):
+    """Sends queued notices and due redeliveries every settings.alert_delivery_interval_s.
+
+    Each notice is claimed with a conditional UPDATE, so any number of these may run at once.
+    """
+
+    name = "delivery"
+
+    def __init__(self, settings: Settings, db: Database, holder: str | None = None) -> None:
+        super().__init__(interval_s=max(0.5, float(settings.alert_delivery_interval_s)))
+        self.settings = settings
+        self.db = db
+        self.holder = holder or service.default_holder()
+
+    def tick(self) -> service.EvaluationReport:
+        """One round of sending what is claimable now."""
+        return service.dispatch_pending(db=self.db, settings=self.settings, holder=self.holder)
 
 
 def make_alert_evaluator(settings: Settings, db: Database) -> AlertEvaluator | None:
-    """The evaluator the app lifespan starts (None when alerts are turned off)."""
+    """The evaluator of the roles that evaluate alerts (None when alerts are turned off)."""
     if not settings.alerts_enabled:
         return None
     return AlertEvaluator(settings, db)
+
+
+def make_delivery_worker(settings: Settings, db: Database) -> DeliveryWorker | None:
+    """The delivery loop of the roles that evaluate alerts (None when alerts are turned off)."""
+    if not settings.alerts_enabled:
+        return None
+    return DeliveryWorker(settings, db)

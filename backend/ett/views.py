@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from backend.auth.deps import ReadAccess
 from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
-from backend.ett import service
+from backend.ett import read as service
 from backend.jobs import quarantine
 from backend.params import epoch, parse_labels
 from backend.timefmt import rfc3339

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, get_args
 
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.alerts.delivery import CHANNEL_KINDS, Outcome
@@ -46,6 +46,19 @@ ALERT_DELIVERIES = Counter(
     registry=None,
 )
 
+WORKER_PASSES = Counter(
+    "ett_worker_passes",
+    "Passes of this process's periodic workers (recompute, alerts, delivery) by outcome.",
+    ["worker", "outcome"],
+    registry=None,
+)
+WORKER_LAST_SUCCESS = Gauge(
+    "ett_worker_last_success_timestamp_seconds",
+    "When each periodic worker of this process last finished a pass without error.",
+    ["worker"],
+    registry=None,
+)
+
 # Every label combination that can occur starts at 0, so a first event is an increase to see.
 for _kind in CHANNEL_KINDS:
     for _outcome in get_args(Outcome):
@@ -53,7 +66,14 @@ for _kind in CHANNEL_KINDS:
 INGEST_EVENTS.labels("accepted", "")
 INGEST_EVENTS.labels("duplicate", "")
 
-PROCESS_COLLECTORS = (INGEST_EVENTS, HTTP_DURATION, RECOMPUTE_FAILURES, ALERT_DELIVERIES)
+PROCESS_COLLECTORS = (
+    INGEST_EVENTS,
+    HTTP_DURATION,
+    RECOMPUTE_FAILURES,
+    ALERT_DELIVERIES,
+    WORKER_PASSES,
+    WORKER_LAST_SUCCESS,
+)
 
 # The field names and rules an ingest rejection can name; anything else is "other".
 REJECT_REASONS = frozenset(

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import select, text
 
 from backend.config import Settings
-from backend.ett import service
+from backend.ett import recompute as service
 from backend.ett.models import JobResult
 from backend.jobs.models import Job, JobQuarantine
 from ingest.models import RawEvent

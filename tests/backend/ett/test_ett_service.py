@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 from typer.testing import CliRunner
 
 from backend.config import get_settings
-from backend.ett import service
+from backend.ett import recompute as service
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Attempt, Job
 from backend.timefmt import rfc3339
@@ -188,7 +188,7 @@ def test_worker_drains_in_the_background(database, settings):
         assert service.count_dirty(db_session=s) == 1
     worker = service.make_recompute_worker(settings, database)
     worker.interval_s = 0.05
-    assert worker.name == "ett-recompute" and worker.daemon
+    assert worker.name == "recompute"
     worker.start()
     try:
         deadline = time.time() + 20

@@ -1,0 +1,202 @@
+"""The read model of computed jobs: one job's answer, job lists, Level-1 columns, statuses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.ett.models import JobInterval, JobResult
+from backend.ett.recompute import compute
+from backend.jobs.models import Job, Model
+
+SORTS: dict[str, Any] = {
+    "ett_pct": JobResult.ett_pct,
+    "gpu_hours_lost": JobResult.gpu_hours_lost,
+    "submitted_at": JobResult.submitted_at,
+    "e2e_s": JobResult.e2e_s,
+}
+
+
+def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
+    """A stored result (epoch floats) with its time fields passed through `fmt`."""
+    out = dict(doc)
+    for key in ("submitted_at", "ended_at", "live_tail_start"):
+        if out.get(key) is not None:
+            out[key] = fmt(out[key])
+    l1 = dict(out.get("l1") or {})
+    l1["failures"] = [{**f, "ts": fmt(f["ts"])} for f in l1.get("failures", [])]
+    out["l1"] = l1
+    out["attempts"] = [
+        {
+            **a,
+            "started_at": fmt(a["started_at"]),
+            "ended_at": None if a.get("ended_at") is None else fmt(a["ended_at"]),
+        }
+        for a in out.get("attempts", [])
+    ]
+    return out
+
+
+def job_ett(
+    *,
+    db_session: Session,
+    job_id: str,
+    settings: Settings | None = None,
+    fmt: Callable[[float], Any] | None = None,
+    now: float | None = None,
+) -> dict[str, Any] | None:
+    """One job's full answer: stored when fresh, else computed live from raw events (not stored)."""
+    fmt = fmt or (lambda t: t)
+    job = db_session.get(Job, job_id)
+    row = db_session.get(JobResult, job_id)
+    if job is None and row is None:
+        return None
+    if row is None or row.provisional or (job is not None and job.dirty):
+        result = compute(db_session=db_session, job_id=job_id, settings=settings, now=now)
+        if result is None:
+            return None
+        return result.to_dict(time_format=fmt)
+    doc = _format_times(row.result, fmt)
+    ivs = db_session.execute(
+        select(
+            JobInterval.start,
+            JobInterval.end,
+            JobInterval.attempt,
+            JobInterval.component,
+            JobInterval.phase,
+        )
+        .where(JobInterval.job_id == job_id)
+        .order_by(JobInterval.start)
+    )
+    doc["intervals"] = [
+        {"start": fmt(s), "end": fmt(e), "attempt": a, "component": c, "phase": p}
+        for s, e, a, c, p in ivs
+    ]
+    return doc
+
+
+def list_jobs(
+    *,
+    db_session: Session,
+    model: str | None = None,
+    owner: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    status: str | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    sort: str = "-submitted_at",
+    limit: int = 50,
+    offset: int = 0,
+    search: str | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
+
+    `search` keeps the jobs whose id or model starts with it.
+    """
+    descending = sort.startswith("-")
+    column = SORTS[sort.lstrip("-")]
+    stmt = (
+        select(JobResult, Job.labels, Model.owner)
+        .join(Job, Job.job_id == JobResult.job_id)
+        .outerjoin(Model, Model.name == JobResult.model)
+    )
+    if model is not None:
+        stmt = stmt.where(JobResult.model == model)
+    if status is not None:
+        stmt = stmt.where(JobResult.status == status)
+    if search:
+        stmt = stmt.where(
+            or_(
+                JobResult.job_id.startswith(search, autoescape=True),
+                JobResult.model.startswith(search, autoescape=True),
+            )
+        )
+    if start is not None:
+        stmt = stmt.where(JobResult.ended_at >= start)
+    if end is not None:
+        stmt = stmt.where(JobResult.submitted_at < end)
+    for key, value in (labels or {}).items():
+        stmt = stmt.where(Job.labels[key].as_string() == value)
+    if owner is not None:
+        stmt = stmt.where(
+            or_(
+                Job.labels["owner"].as_string() == owner,
+                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
+            )
+        )
+    total = int(
+        db_session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
+    )
+    order = column.desc() if descending else column.asc()
+    stmt = stmt.order_by(order, JobResult.job_id).limit(limit).offset(offset)
+    rows = []
+    for res, job_labels, model_owner in db_session.execute(stmt):
+        rows.append(
+            {
+                "job_id": res.job_id,
+                "model": res.model,
+                "owner": (job_labels or {}).get("owner") or model_owner,
+                "labels": job_labels or {},
+                "gpus": res.gpus,
+                "status": res.status,
+                "provisional": res.provisional,
+                "submitted_at": res.submitted_at,
+                "ended_at": res.ended_at,
+                "e2e_s": res.e2e_s,
+                "effective_s": res.effective_s,
+                "ett_pct": res.ett_pct,
+                "gpu_hours_lost": res.gpu_hours_lost,
+                "nof": res.nof,
+                "tts_s": res.tts_s,
+                "recovery_s": res.recovery_s,
+                "computed_at": res.computed_at,
+            }
+        )
+    return rows, total
+
+
+def level1_rows(
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    model: str | None = None,
+    owner: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> list[tuple[float, int | None, float, float, int]]:
+    """(submitted_at, gpus, tts_s, recovery_s, nof) of the jobs submitted in [start, end).
+
+    The Level-1 columns alone (no stored result documents), for the fleet's Level-1 view.
+    """
+    stmt = (
+        select(
+            JobResult.submitted_at,
+            JobResult.gpus,
+            JobResult.tts_s,
+            JobResult.recovery_s,
+            JobResult.nof,
+        )
+        .join(Job, Job.job_id == JobResult.job_id)
+        .where(JobResult.submitted_at >= start, JobResult.submitted_at < end)
+    )
+    if model is not None:
+        stmt = stmt.where(JobResult.model == model)
+    for key, value in (labels or {}).items():
+        stmt = stmt.where(Job.labels[key].as_string() == value)
+    if owner is not None:
+        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(
+            or_(
+                Job.labels["owner"].as_string() == owner,
+                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
+            )
+        )
+    return [tuple(r) for r in db_session.execute(stmt)]  # type: ignore[misc]
+
+
+def job_statuses(*, db_session: Session) -> list[str]:
+    """The distinct job statuses stored (the Jobs page's status filter)."""
+    return sorted(db_session.scalars(select(JobResult.status).distinct()))

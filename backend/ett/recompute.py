@@ -1,0 +1,428 @@
+"""Recompute: rebuild dirty jobs from their raw events into stored results and fleet rollups.
+
+Ingest marks touched jobs dirty; these functions (inline after ingest, the RecomputeWorker of
+`ett worker` / `ett serve --role all`, or `ett recompute`) rebuild each one from its own raw
+events, so rollups never re-read raw events. A job's recompute reads its events once and costs
+time linear in their number.
+
+Several workers share one Postgres: each claims one dirty job per transaction with
+`SELECT ... FOR UPDATE SKIP LOCKED`, so no job is computed by two at once, and a worker that
+dies mid-job has its transaction rolled back, which leaves the job dirty for the next claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import Database, describe_error
+from backend.ett.engine import JobETT, compute_job
+from backend.ett.models import JobResult
+from backend.ett.service import load_events
+from backend.ett.store import store
+from backend.exporter.health import RECOMPUTE_FAILURES
+from backend.fleet.service import refresh_job_rollups
+from backend.jobs import quarantine
+from backend.jobs.models import Job, JobQuarantine
+from backend.workers import PeriodicWorker
+from ingest.models import RawEvent
+
+log = logging.getLogger("ett.recompute")
+
+# Open (provisional) jobs end "now": their stored answer is refreshed at least this often.
+OPEN_JOB_REFRESH_S = 60.0
+
+
+def custom_phases_for(*, db_session: Session, settings: Settings | None) -> dict[str, str] | None:
+    """`custom.*` phase -> component from the owners mapping, when that domain is installed."""
+    try:
+        from backend.owners.service import custom_phase_components
+    except ImportError:
+        return None
+    try:
+        return custom_phase_components(db_session=db_session, settings=settings)
+    except Exception:  # noqa: BLE001 - a broken mapping must not stop accounting
+        log.exception("could not read the custom phase mapping; custom phases are unattributed")
+        return None
+
+
+def compute(
+    *,
+    db_session: Session,
+    job_id: str,
+    settings: Settings | None = None,
+    now: float | None = None,
+    custom_phases: Mapping[str, str] | None = None,
+) -> JobETT | None:
+    """The engine's answer for one job from its raw events, without writing; None if no events."""
+    events = load_events(db_session=db_session, job_id=job_id)
+    if not events:
+        return None
+    if custom_phases is None:
+        custom_phases = custom_phases_for(db_session=db_session, settings=settings)
+    return compute_job(
+        events,
+        now=time.time() if now is None else now,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else 300.0,
+        abandon_timeout_s=settings.abandon_timeout_s if settings else 3600.0,
+        custom_phases=custom_phases,
+    )
+
+
+def _lock_job(db_session: Session, job_id: str, *, skip_locked: bool) -> bool:
+    """Take the job row's write lock for this transaction; False if absent (or busy, skipping)."""
+    if db_session.get_bind().dialect.name == "postgresql":
+        stmt = (
+            select(Job.job_id).where(Job.job_id == job_id).with_for_update(skip_locked=skip_locked)
+        )
+        return db_session.execute(stmt).first() is not None
+    # SQLite: a write first takes the database lock now, not at a later (stale-snapshot) upgrade.
+    result = db_session.execute(update(Job).where(Job.job_id == job_id).values(dirty=Job.dirty))
+    return bool(result.rowcount)
+
+
+def recompute_job(
+    *,
+    db_session: Session,
+    job_id: str,
+    settings: Settings | None = None,
+    now: float | None = None,
+    custom_phases: Mapping[str, str] | None = None,
+    skip_locked: bool = False,
+    refresh_rollups: bool = True,
+    claimed: bool = False,
+) -> JobETT | None:
+    """Recompute and store one job (the caller commits); None if the job is unknown or busy.
+
+    With refresh_rollups=False the caller refreshes the fleet rollups itself, in the same
+    transaction (once for a batch). With claimed=True the caller holds the row lock already
+    (claim_dirty_job).
+    """
+    if not claimed and not _lock_job(db_session, job_id, skip_locked=skip_locked):
+        return None
+    seen = db_session.scalar(select(Job.updated_at).where(Job.job_id == job_id))
+    result = compute(
+        db_session=db_session,
+        job_id=job_id,
+        settings=settings,
+        now=now,
+        custom_phases=custom_phases,
+    )
+    store(db_session=db_session, job_id=job_id, result=result)
+    if refresh_rollups:
+        refresh_job_rollups(db_session=db_session, job_ids=[job_id])
+    # Cleared only if no ingest re-marked the job since we read its events.
+    db_session.execute(
+        update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)
+    )
+    return result
+
+
+def recompute_jobs(
+    *,
+    db_session: Session,
+    job_ids: Iterable[str],
+    settings: Settings | None = None,
+    now: float | None = None,
+) -> int:
+    """Recompute these jobs in the caller's transaction (the caller commits); returns how many had events."""
+    custom = custom_phases_for(db_session=db_session, settings=settings)
+    ids = sorted(set(job_ids))
+    done = 0
+    for job_id in ids:
+        result = recompute_job(
+            db_session=db_session,
+            job_id=job_id,
+            settings=settings,
+            now=now,
+            custom_phases=custom,
+            refresh_rollups=False,
+        )
+        if result is not None:
+            done += 1
+    # One rollup refresh for the batch (an unknown job id has no fleet rows: a no-op for it).
+    refresh_job_rollups(db_session=db_session, job_ids=ids)
+    return done
+
+
+def dirty_job_ids(
+    *, db_session: Session, limit: int | None = None, now: float | None = None
+) -> list[str]:
+    """Jobs marked for recompute, oldest mark first; quarantined ones only once due again."""
+    now = time.time() if now is None else now
+    stmt = (
+        select(Job.job_id)
+        .where(Job.dirty.is_(True), Job.job_id.not_in(quarantine.waiting(now)))
+        .order_by(Job.updated_at, Job.job_id)
+    )
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return list(db_session.scalars(stmt))
+
+
+def recompute_isolated(
+    *,
+    db_session: Session,
+    job_ids: Iterable[str],
+    settings: Settings | None = None,
+    now: float | None = None,
+) -> int:
+    """Recompute jobs one transaction each; one that fails is quarantined. Returns the count."""
+    ids = list(job_ids)
+    held = quarantine.quarantined(db_session=db_session, job_ids=ids)
+    custom = custom_phases_for(db_session=db_session, settings=settings)
+    db_session.commit()
+    done = 0
+    for job_id in ids:
+        try:
+            result = recompute_job(
+                db_session=db_session,
+                job_id=job_id,
+                settings=settings,
+                now=now,
+                custom_phases=custom,
+                skip_locked=True,
+            )
+            if result is not None and job_id in held:
+                quarantine.release(db_session=db_session, job_ids=[job_id])
+            db_session.commit()
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the others
+            db_session.rollback()
+            RECOMPUTE_FAILURES.inc()
+            quarantine.record_failure(
+                db_session=db_session,
+                job_id=job_id,
+                error=describe_error(err),
+                now=time.time() if now is None else now,
+                settings=settings,
+            )
+            db_session.commit()
+            continue
+        if result is not None:
+            done += 1
+    return done
+
+
+def claim_dirty_job(*, db_session: Session, now: float | None = None) -> tuple[str, bool] | None:
+    """Lock the oldest dirty job no other worker holds (Postgres: FOR UPDATE SKIP LOCKED).
+
+    Returns (job_id, was_quarantined) with the row locked until the caller's transaction ends,
+    or None when no dirty job is free. Quarantined jobs are claimed only once due again.
+    """
+    now = time.time() if now is None else now
+    stmt = (
+        select(Job.job_id, JobQuarantine.job_id.is_not(None))
+        .outerjoin(JobQuarantine, JobQuarantine.job_id == Job.job_id)
+        .where(
+            Job.dirty.is_(True),
+            or_(JobQuarantine.job_id.is_(None), JobQuarantine.retry_at <= now),
+        )
+        .order_by(Job.updated_at, Job.job_id)
+        .limit(1)
+        .with_for_update(of=Job.__table__, skip_locked=True)
+    )
+    row = db_session.execute(stmt).first()
+    return None if row is None else (row[0], bool(row[1]))
+
+
+def recompute_claimed(
+    *,
+    db_session: Session,
+    settings: Settings | None = None,
+    limit: int | None = None,
+    now: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Claim and recompute dirty jobs one transaction each until none is free (Postgres).
+
+    Any number of processes may run this at once: SKIP LOCKED hands each job to one of them.
+    A job that fails is quarantined. Returns how many jobs had events.
+    """
+    custom = custom_phases_for(db_session=db_session, settings=settings)
+    db_session.commit()
+    done = tried = 0
+    while limit is None or tried < limit:
+        if should_stop is not None and should_stop():
+            break
+        claim = claim_dirty_job(db_session=db_session, now=now)
+        if claim is None:
+            db_session.commit()
+            break
+        job_id, held = claim
+        tried += 1
+        try:
+            result = recompute_job(
+                db_session=db_session,
+                job_id=job_id,
+                settings=settings,
+                now=now,
+                custom_phases=custom,
+                claimed=True,
+            )
+            if held:
+                quarantine.release(db_session=db_session, job_ids=[job_id])
+            db_session.commit()
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the others
+            db_session.rollback()
+            RECOMPUTE_FAILURES.inc()
+            quarantine.record_failure(
+                db_session=db_session,
+                job_id=job_id,
+                error=describe_error(err),
+                now=time.time() if now is None else now,
+                settings=settings,
+            )
+            db_session.commit()
+            continue
+        if result is not None:
+            done += 1
+    return done
+
+
+def recompute_dirty(
+    *,
+    db_session: Session,
+    settings: Settings | None = None,
+    limit: int | None = None,
+    now: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Drain dirty jobs, committing after each; a job that fails is quarantined. Returns the count.
+
+    On Postgres each job is claimed with SKIP LOCKED (safe with any number of workers); SQLite
+    has one writer at a time and drains the list of marks it reads.
+    """
+    if db_session.get_bind().dialect.name == "postgresql":
+        return recompute_claimed(
+            db_session=db_session,
+            settings=settings,
+            limit=limit,
+            now=now,
+            should_stop=should_stop,
+        )
+    job_ids = dirty_job_ids(db_session=db_session, limit=limit, now=now)
+    db_session.commit()
+    if not job_ids:
+        return 0
+    return recompute_isolated(db_session=db_session, job_ids=job_ids, settings=settings, now=now)
+
+
+def mark_stale_open_jobs(
+    *, db_session: Session, older_than_s: float = OPEN_JOB_REFRESH_S, now: float | None = None
+) -> int:
+    """Mark open jobs whose provisional answer is older than `older_than_s` for recompute."""
+    now = time.time() if now is None else now
+    stale = select(JobResult.job_id).where(
+        JobResult.provisional.is_(True), JobResult.computed_at < now - older_than_s
+    )
+    result = db_session.execute(
+        update(Job)
+        .where(Job.job_id.in_(stale), Job.dirty.is_(False))
+        .values(dirty=True)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount or 0)
+
+
+def all_job_ids(*, db_session: Session) -> list[str]:
+    """Every job with a row in jobs or events in raw_events."""
+    known = set(db_session.scalars(select(Job.job_id)))
+    orphans = set(db_session.scalars(select(RawEvent.job_id).distinct())) - known
+    if orphans:
+        log.warning("%d job ids have raw events but no jobs row; skipped", len(orphans))
+    return sorted(known)
+
+
+def recompute_all(
+    *,
+    db_session: Session,
+    settings: Settings | None = None,
+    job_ids: list[str] | None = None,
+    progress: bool = True,
+    now: float | None = None,
+) -> int:
+    """Rebuild every job (or the given ones) with a tqdm progress bar, committing per job."""
+    from tqdm import tqdm
+
+    ids = job_ids if job_ids is not None else all_job_ids(db_session=db_session)
+    held = quarantine.quarantined(db_session=db_session, job_ids=ids)
+    db_session.commit()
+    custom = custom_phases_for(db_session=db_session, settings=settings)
+    done = 0
+    for job_id in tqdm(ids, desc="recompute", unit="job", disable=not progress):
+        result = recompute_job(
+            db_session=db_session, job_id=job_id, settings=settings, now=now, custom_phases=custom
+        )
+        if job_id in held:
+            quarantine.release(db_session=db_session, job_ids=[job_id])
+        db_session.commit()
+        if result is not None:
+            done += 1
+    return done
+
+
+def count_dirty(*, db_session: Session) -> int:
+    """How many jobs wait for recompute."""
+    stmt = select(func.count()).select_from(Job).where(Job.dirty.is_(True))
+    return int(db_session.scalar(stmt) or 0)
+
+
+class RecomputeWorker(PeriodicWorker):
+    """Drains dirty jobs every interval and refreshes open jobs' provisional answers."""
+
+    name = "recompute"
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings | None = None,
+        *,
+        interval_s: float | None = None,
+        batch: int = 200,
+        open_refresh_s: float = OPEN_JOB_REFRESH_S,
+    ) -> None:
+        super().__init__(
+            interval_s=(
+                interval_s
+                if interval_s is not None
+                else (settings.recompute_interval_s if settings else 1.0)
+            )
+        )
+        self.database = database
+        self.settings = settings
+        self.batch = batch
+        self.open_refresh_s = open_refresh_s
+        self._last_open_refresh = 0.0
+        self.recomputed = 0
+
+    def tick(self) -> int:
+        """One drain: refresh stale open jobs when due, then recompute dirty jobs in batches."""
+        total = 0
+        with self.database.session() as s:
+            now = time.time()
+            if now - self._last_open_refresh >= self.open_refresh_s:
+                mark_stale_open_jobs(db_session=s, older_than_s=self.open_refresh_s, now=now)
+                s.commit()
+                self._last_open_refresh = now
+            while not self.stopping:
+                n = recompute_dirty(
+                    db_session=s,
+                    settings=self.settings,
+                    limit=self.batch,
+                    should_stop=lambda: self.stopping,
+                )
+                total += n
+                if n < self.batch:
+                    break
+        self.recomputed += total
+        return total
+
+
+def make_recompute_worker(settings: Settings, database: Database) -> RecomputeWorker:
+    """The recompute worker of the roles that recompute (the composition root starts it)."""
+    return RecomputeWorker(database, settings)

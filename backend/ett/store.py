@@ -1,0 +1,91 @@
+"""Result storage: write one job's engine answer into job_results, job_intervals and attempts.
+
+The rows a recompute replaces (and the job's derived fields in `jobs`); the caller owns the
+transaction. Reads of these rows are in backend.ett.read; who calls store is backend.ett.recompute.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, insert, update
+from sqlalchemy.orm import Session
+
+from backend.db import insert_for
+from backend.ett.engine import JobETT
+from backend.ett.models import JobInterval, JobResult
+from backend.jobs.models import Attempt, Job, Model
+
+_INSERT_CHUNK = 5_000
+
+
+def _ensure_model(db_session: Session, name: str) -> None:
+    stmt = insert_for(db_session, Model.__table__).values(
+        name=name, owner=None, labels={}, created_at=time.time()
+    )
+    db_session.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    for i in range(0, len(rows), _INSERT_CHUNK):
+        yield rows[i : i + _INSERT_CHUNK]
+
+
+def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
+    """Replace the job's job_results, job_intervals and attempts rows and its derived fields."""
+    db_session.execute(delete(JobInterval).where(JobInterval.job_id == job_id))
+    db_session.execute(delete(JobResult).where(JobResult.job_id == job_id))
+    db_session.execute(delete(Attempt).where(Attempt.job_id == job_id))
+    if result is None:
+        return
+    db_session.execute(
+        insert(JobResult).values(
+            job_id=job_id,
+            computed_at=time.time(),
+            model=result.model,
+            gpus=result.gpus,
+            status=(result.status or "unknown")[:16],
+            provisional=result.provisional,
+            submitted_at=result.submitted_at,
+            ended_at=result.ended_at,
+            e2e_s=result.e2e_s,
+            effective_s=result.effective_s,
+            ett_pct=result.ett_pct,
+            gpu_hours_lost=result.gpu_hours_lost,
+            nof=result.l1.nof,
+            tts_s=result.l1.tts_s,
+            recovery_s=result.l1.recovery_s,
+            result=result.to_dict(with_intervals=False),
+        )
+    )
+    rows = [
+        {
+            "job_id": job_id,
+            "attempt": iv.attempt,
+            "start": iv.start,
+            "end": iv.end,
+            "component": iv.component,
+            "phase": iv.phase,
+        }
+        for iv in result.intervals
+    ]
+    # Core inserts: the ORM bulk path splits batches wherever a row's None columns differ.
+    for chunk in _chunks(rows):
+        db_session.execute(insert(JobInterval.__table__), chunk)
+    attempts = [{"job_id": job_id, **a.to_dict()} for a in result.attempts]
+    if attempts:
+        db_session.execute(insert(Attempt.__table__), attempts)
+    derived: dict[str, Any] = {
+        "gpus": result.gpus,
+        "labels": result.labels,
+        "config": result.config,
+        "submitted_at": result.submitted_at,
+        "ended_at": None if result.provisional else result.ended_at,
+        "status": None if result.status is None else result.status[:16],
+    }
+    if result.model is not None:
+        _ensure_model(db_session, result.model)
+        derived["model"] = result.model
+    db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))

@@ -1,0 +1,141 @@
+"""The composition root: settings, database, app and workers for each process role.
+
+Roles (docs/SCALING.md, "Roles"):
+
+- ``api``: the REST API, ingest and the dashboard; no periodic work.
+- ``worker``: recompute of dirty jobs, rollups, alert evaluation and delivery; no HTTP server.
+- ``all``: both in one process (the default of plain ``ett serve``, for SQLite and the demo).
+
+Any number of ``api`` and ``worker`` processes run against one Postgres: recompute claims jobs
+with SKIP LOCKED, alert evaluation takes a lease, delivery claims each notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from backend.config import Settings, get_settings
+from backend.db import Database
+from backend.workers import PeriodicWorker
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+log = logging.getLogger("ett.runtime")
+
+Role = Literal["all", "api", "worker"]
+ROLES: tuple[str, ...] = ("all", "api", "worker")
+
+WorkerFactory = Callable[[Settings, Database], PeriodicWorker | None]
+
+
+def worker_factories() -> list[WorkerFactory]:
+    """The periodic loops a worker runs: recompute, alert evaluation, alert delivery."""
+    from backend.alerts.scheduled import make_alert_evaluator, make_delivery_worker
+    from backend.ett.recompute import make_recompute_worker
+
+    return [make_recompute_worker, make_alert_evaluator, make_delivery_worker]
+
+
+def build_settings() -> Settings:
+    """The process's settings (environment, prefix ETT_)."""
+    return get_settings()
+
+
+def build_database(settings: Settings) -> Database:
+    """The database of these settings."""
+    return Database(settings.database_url)
+
+
+def resolve_role(role: str | None, settings: Settings) -> Role:
+    """The role to run: the one asked for, else ETT_SERVE_ROLE (default "all")."""
+    chosen = (role or settings.serve_role or "all").strip().lower()
+    if chosen not in ROLES:
+        raise ValueError(f"unknown role {chosen!r}: choose one of {', '.join(ROLES)}")
+    return chosen  # type: ignore[return-value]
+
+
+def build_workers(
+    settings: Settings,
+    database: Database,
+    role: Role = "all",
+    factories: Sequence[WorkerFactory] | None = None,
+) -> list[PeriodicWorker]:
+    """The workers of this role (none for "api"), built but not started."""
+    if role == "api":
+        return []
+    made = (factory(settings, database) for factory in (factories or worker_factories()))
+    return [w for w in made if w is not None]
+
+
+def build_app(
+    settings: Settings | None = None,
+    *,
+    role: Role = "all",
+    database: Database | None = None,
+    check_schema: bool = True,
+    with_dashboard: bool = True,
+) -> FastAPI:
+    """The HTTP app of an "api" or "all" process (an "all" app runs the workers in its lifespan)."""
+    from backend.app import create_app
+
+    settings = settings or build_settings()
+    db = database or build_database(settings)
+    if role == "worker":
+        raise ValueError("the worker role serves no HTTP app; use run_workers")
+    return create_app(
+        settings,
+        database=db,
+        check_schema=check_schema,
+        start_workers=role == "all",
+        with_dashboard=with_dashboard,
+        workers=lambda: build_workers(settings, db, role),
+    )
+
+
+def start_all(workers: Sequence[PeriodicWorker]) -> None:
+    """Start every worker."""
+    for worker in workers:
+        worker.start()
+
+
+def stop_all(workers: Sequence[PeriodicWorker], timeout: float = 10.0) -> None:
+    """Stop every worker: all are asked at once, then each is joined."""
+    for worker in workers:
+        worker.request_stop()  # all asked before any is waited on
+    for worker in workers:
+        worker.stop(timeout)
+
+
+def run_workers(
+    settings: Settings | None = None,
+    *,
+    database: Database | None = None,
+    stop: threading.Event | None = None,
+    check_schema: bool = True,
+) -> list[PeriodicWorker]:
+    """Run the worker role until SIGTERM/SIGINT (or `stop` is set); returns the stopped workers."""
+    from backend import migrate
+
+    settings = settings or build_settings()
+    db = database or build_database(settings)
+    if check_schema:
+        migrate.check_schema(db.engine)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    workers = build_workers(settings, db, "worker")
+    start_all(workers)
+    log.info("worker running: %s", ", ".join(w.name for w in workers) or "nothing")
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        stop_all(workers)
+        db.dispose()
+    return workers
