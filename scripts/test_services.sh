@@ -39,6 +39,7 @@ command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanag
 command -v sbatch >/dev/null || missing+=(slurm-client)
 [ -x /usr/sbin/munged ] || command -v munged >/dev/null || missing+=(munge)
 { command -v prometheus && command -v promtool; } >/dev/null || missing+=(prometheus)
+[ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || missing+=(haproxy)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   apt_install "${missing[@]}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +66,7 @@ def resolve(args: list[str]) -> Any:
 
 
 def test_services_and_their_roles_exist():
-    assert {"postgres", "migrate", "api", "alerts"} <= set(SERVICES)
+    assert {"postgres", "migrate", "api", "worker", "lb"} <= set(SERVICES)
     pg = SERVICES["postgres"]
     assert pg["image"].startswith("postgres:")
     assert "pg_isready" in " ".join(pg["healthcheck"]["test"])
@@ -89,7 +91,24 @@ def test_every_ett_service_builds_from_the_dockerfile_and_runs_a_real_command(na
 def test_commands_match_their_roles():
     assert ett_invocations(SERVICES["migrate"]["command"]) == [["db", "upgrade"]]
     assert resolve(ett_invocations(SERVICES["api"]["command"])[0]).name == "serve"
-    assert resolve(ett_invocations(SERVICES["alerts"]["command"])[0]).name == "evaluate"
+    assert ett_invocations(SERVICES["api"]["command"])[0][:3] == ["serve", "--role", "api"]
+    assert resolve(ett_invocations(SERVICES["worker"]["command"])[0]).name == "worker"
+
+
+def test_two_api_replicas_and_two_workers_behind_the_load_balancer():
+    for name in ("api", "worker"):
+        replicas = SERVICES[name]["deploy"]["replicas"]
+        assert re.fullmatch(r"\$\{[A-Z_]+:-2\}", str(replicas)), replicas
+    lb = SERVICES["lb"]
+    assert lb["image"].startswith("haproxy:")
+    config = lb["volumes"][0].split(":")[0]
+    text = (ROOT / config).read_text()
+    port = SERVICES["api"]["command"][-1]
+    assert f"server-template api 8 api:{port}" in text
+    assert "option httpchk GET /healthz" in text
+    published = lb["ports"][0].rsplit(":", 1)
+    assert published[0].startswith("127.0.0.1:") and f"bind :{published[1]}" in text
+    assert "ports" not in SERVICES["api"]  # only through the balancer
 
 
 def test_dependencies_name_services_with_valid_conditions():
@@ -109,14 +128,28 @@ def test_dependencies_name_services_with_valid_conditions():
     assert SERVICES["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
+HAPROXY = shutil.which("haproxy") or (
+    "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
+)
+
+
+@pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (scripts/test_services.sh)")
+def test_the_load_balancer_config_is_valid_haproxy():
+    config = ROOT / SERVICES["lb"]["volumes"][0].split(":")[0]
+    out = subprocess.run(
+        [str(HAPROXY), "-c", "-f", str(config)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0 and "valid" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
 def test_the_api_port_and_health_check_match_the_app(tmp_path: Path):
     from backend.app import create_app
 
     api = SERVICES["api"]
     args = api["command"]
     port = args[args.index("--port") + 1]
-    published = api["ports"][0].rsplit(":", 1)
-    assert published[1] == port
+    assert api["expose"] == [port]
+    published = SERVICES["lb"]["ports"][0].rsplit(":", 1)
     assert published[0].startswith("127.0.0.1:")
     probe = " ".join(api["healthcheck"]["test"])
     url = re.search(r"http://127\.0\.0\.1:(\d+)(/[\w/]*)", probe)
