@@ -1,0 +1,434 @@
+"""Load and freshness: a live fleet through the real ingest path into API replicas and workers.
+
+    .venv/bin/python benchmarks/bench_load.py                          # sweep 250,500,1000 jobs
+    .venv/bin/python benchmarks/bench_load.py --jobs 2000 --speed 4 --duration 90 --json out.json
+
+Parts, all real and on 127.0.0.1: a scratch Postgres database (ETT_BENCH_PG_URL), `ett serve
+--role api` replicas and `ett worker` processes (tests/cluster.py), and this script as the
+fleet. Each simulated job is an agent at the agent's real rates (trainer_agent defaults): a
+progress window per 30 s, a heartbeat per 60 s, its start-up phases, a checkpoint every 10 min,
+a failure and restart (with checkpoint restore) about once per 8 hours, and a new job in its
+place when it ends (2-8 h). Each job POSTs its due events to /api/v1/events once per tick, as an
+agent flushes, round-robin over the replicas. `--speed S` runs the simulated clock S times
+faster: J jobs at speed S send what J x S jobs send at the real rate ("real-rate equivalent").
+
+Measured per fleet size: the sustained ingest rate (events and requests per second, and whether
+the fleet's target rate was met); freshness, from a batch's 200 (its events are committed) to
+the first moment its job's stored result *and* the fleet rollups reflect it: the recompute writes
+job_results and the rollups in one transaction, so one poll of job_results.computed_at (every
+0.2 s, which is in the figures) sees both; p50 and p99. Then recompute throughput: a backlog of
+jobs marked dirty, drained by 1 worker, then by 2, jobs per second and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.db import Database  # noqa: E402
+from tests.cluster import Cluster, EttProcess  # noqa: E402
+
+PROGRESS_S = 30.0
+HEARTBEAT_S = 60.0
+CHECKPOINT_S = 600.0
+FAILURE_RATE_PER_S = 1 / (8 * 3600.0)
+TICK_S = 1.0
+
+
+class SimJob:
+    """One training job's agent: what it would have sent by simulated time t."""
+
+    def __init__(self, job_id: str, t: float, rng: random.Random) -> None:
+        self.job_id = job_id
+        self.rng = rng
+        self.n = 0
+        self.attempt = 0
+        self.cursor = 0.0
+        self.end_at = t + rng.uniform(2 * 3600, 8 * 3600)
+        self.pending: list[dict[str, Any]] = []
+        self.done = False
+        gpus = rng.choice((8, 16, 64, 256))
+        self._ev("job_submitted", None, ts=t, model=f"model-{rng.randrange(20)}", gpus=gpus)
+        self._start_attempt(t, restore=False)
+
+    def _ev(self, etype: str, attempt: int | None, **fields: Any) -> None:
+        self.n += 1
+        ev = {"event_id": f"{self.job_id}-{self.n}", "job_id": self.job_id, "type": etype}
+        if attempt is not None:
+            ev["attempt"] = attempt
+        ev.update(fields)
+        self.pending.append(ev)
+
+    def _start_attempt(self, t: float, *, restore: bool) -> None:
+        a = self.attempt
+        self._ev("attempt_started", a, ts=t)
+        self._ev("phase", a, phase="trainer_init", start=t, end=t + 60)
+        if restore:
+            self._ev("phase", a, phase="checkpoint_restore", start=t + 60, end=t + 90)
+        self._ev("phase", a, phase="pt2_compile", start=t + 90, end=t + 180)
+        self.last_window = t + 180
+        self.next_beat = t + HEARTBEAT_S
+        self.next_ckpt = t + 180 + CHECKPOINT_S
+
+    def advance(self, t: float, dt: float) -> list[dict[str, Any]]:
+        """Events due by simulated time t (dt simulated seconds since the last call)."""
+        a = self.attempt
+        while self.last_window + PROGRESS_S <= t:
+            s, e = self.last_window, self.last_window + PROGRESS_S
+            steps = 30
+            self._ev(
+                "progress",
+                a,
+                start=s,
+                end=e,
+                cursor_start=self.cursor,
+                cursor_end=self.cursor + steps,
+                steps=steps,
+            )
+            self.cursor += steps
+            self.last_window = e
+            if e >= self.next_ckpt:
+                self._ev("checkpoint", a, start=e, blocking_end=e + 20)
+                self.next_ckpt = e + CHECKPOINT_S
+        while self.next_beat <= t:
+            self._ev("heartbeat", a, ts=self.next_beat)
+            self.next_beat += HEARTBEAT_S
+        if t >= self.end_at:
+            self._ev("attempt_ended", a, ts=t, reason="completed")
+            self._ev("job_ended", None, ts=t + 5, status="succeeded")
+            self.done = True
+        elif self.rng.random() < dt * FAILURE_RATE_PER_S:
+            self._ev("failure", a, ts=t, kind=self.rng.choice(("nccl_timeout", "app_error")))
+            self._ev("attempt_ended", a, ts=t, reason="failed")
+            self.attempt += 1
+            self.cursor = max(0.0, self.cursor - 300)  # back to the last checkpoint
+            self._start_attempt(t + 120, restore=True)
+        out, self.pending = self.pending, []
+        return out
+
+
+class Freshness:
+    """Arrivals per job, resolved when a poll sees the job computed at or after the arrival."""
+
+    def __init__(self, url: str) -> None:
+        self.db = Database(url)
+        self.lock = threading.Lock()
+        self.waiting: dict[str, list[float]] = defaultdict(list)
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.high = 0.0
+
+    def arrived(self, job_id: str, at: float) -> None:
+        """A batch of this job was committed at `at` (its 200)."""
+        with self.lock:
+            self.waiting[job_id].append(at)
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.2):
+            with self.db.engine.connect() as conn:
+                rows = conn.execute(
+                    text("SELECT job_id, computed_at FROM job_results WHERE computed_at > :h"),
+                    {"h": self.high - 5.0},
+                ).all()
+            seen = time.time()
+            with self.lock:
+                for job_id, computed_at in rows:
+                    self.high = max(self.high, computed_at)
+                    arrivals = self.waiting.get(job_id)
+                    if not arrivals:
+                        continue
+                    # The worker held the job's row lock from its claim to its commit and ingest
+                    # waits on it: a batch committed before computed_at is in that result.
+                    keep = [a for a in arrivals if a > computed_at]
+                    self.samples += [seen - a for a in arrivals if a <= computed_at]
+                    self.waiting[job_id] = keep
+
+    def reset(self) -> None:
+        """Forget what was measured so far (the warm-up)."""
+        with self.lock:
+            self.waiting.clear()
+            self.samples.clear()
+
+    def unresolved(self) -> list[float]:
+        """Arrivals not yet reflected."""
+        with self.lock:
+            return [a for v in self.waiting.values() for a in v]
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    """The q-th percentile (nearest rank)."""
+    if not xs:
+        return None
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(round(q / 100 * (len(ys) - 1))))]
+
+
+async def drive(
+    urls: list[str],
+    token: str,
+    jobs: int,
+    speed: float,
+    duration: float,
+    fresh: Freshness,
+    tag: str,
+) -> dict[str, Any]:
+    """Run the fleet for `duration` real seconds; the ingest figures."""
+    rng = random.Random(jobs)
+    sim0 = time.time() - 3600.0 - duration * speed  # simulated time stays in the past
+    # A fleet already running: jobs of ages up to 30 min, their history sent before measuring.
+    fleet = [SimJob(f"{tag}-{i:06d}", sim0 - rng.uniform(0, 1800), rng) for i in range(jobs)]
+    seq = jobs
+    sent_events = sent_requests = failed = 0
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    headers = {"Authorization": f"Bearer {token}"}
+    sem = asyncio.Semaphore(64)
+    lag: list[float] = []
+    async with httpx.AsyncClient(timeout=60, limits=limits, headers=headers) as client:
+
+        async def post(i: int, job_id: str, events: list[dict[str, Any]]) -> None:
+            nonlocal sent_events, sent_requests, failed
+            async with sem:
+                try:
+                    r = await client.post(
+                        urls[i % len(urls)] + "/api/v1/events", json={"events": events}
+                    )
+                except httpx.HTTPError:
+                    failed += 1
+                    return
+            if r.status_code == 200:
+                fresh.arrived(job_id, time.time())
+                sent_events += len(events)
+                sent_requests += 1
+            else:
+                failed += 1
+
+        history = [(i, j.job_id, j.advance(sim0, 0.0)) for i, j in enumerate(fleet)]
+        await asyncio.gather(*(post(i, job_id, evs) for i, job_id, evs in history if evs))
+        warmup = {"events": sent_events, "drain_s": round(wait_drained(fresh.db, 300), 1)}
+        fresh.reset()
+        sent_events = sent_requests = failed = 0
+        start = time.time()
+        ticks = 0
+        last_sim = sim0
+        while time.time() - start < duration:
+            tick_start = time.time()
+            sim_t = sim0 + (tick_start - start) * speed
+            dt = sim_t - last_sim
+            last_sim = sim_t
+            tasks = []
+            for idx, job in enumerate(fleet):
+                events = job.advance(sim_t, dt)
+                if events:
+                    tasks.append(post(idx, job.job_id, events))
+                if job.done:
+                    seq += 1
+                    fleet[idx] = SimJob(f"{tag}-{seq:06d}", sim_t, rng)
+            await asyncio.gather(*tasks)
+            ticks += 1
+            spent = time.time() - tick_start
+            lag.append(spent)
+            await asyncio.sleep(max(0.0, TICK_S - spent))
+        elapsed = time.time() - start
+    # The fleet's target: its jobs' events at `speed` (progress + heartbeat + the rest).
+    target = jobs * speed * (1 / PROGRESS_S + 1 / HEARTBEAT_S)
+    return {
+        "jobs": jobs,
+        "speed": speed,
+        "real_rate_equivalent_jobs": int(jobs * speed),
+        "duration_s": round(elapsed, 1),
+        "events": sent_events,
+        "requests": sent_requests,
+        "failed_requests": failed,
+        "events_per_s": round(sent_events / elapsed, 1),
+        "requests_per_s": round(sent_requests / elapsed, 1),
+        "target_events_per_s": round(target, 1),
+        "ticks_over_budget": sum(1 for x in lag if x > TICK_S),
+        "ticks": ticks,
+        "warmup": warmup,
+    }
+
+
+def wait_drained(db: Database, timeout: float) -> float:
+    """Seconds until no job is dirty (or the timeout)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        with db.engine.connect() as conn:
+            if not conn.execute(text("SELECT count(*) FROM jobs WHERE dirty")).scalar():
+                return time.time() - t0
+        time.sleep(0.2)
+    return float("inf")
+
+
+def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, Any]]:
+    """The sweep over fleet sizes, on one cluster."""
+    cluster = Cluster(url, home, apis=args.apis, workers=args.workers)
+    token = cluster.token()
+    cluster.start()
+    db = Database(url)
+    out = []
+    try:
+        for jobs in args.jobs:
+            fresh = Freshness(url)
+            fresh.thread.start()
+            figures = asyncio.run(
+                drive(
+                    [a.url for a in cluster.apis],
+                    token,
+                    jobs,
+                    args.speed,
+                    args.duration,
+                    fresh,
+                    f"j{jobs}",
+                )
+            )
+            figures["drain_after_s"] = round(wait_drained(db, 60), 1)
+            time.sleep(1.0)
+            fresh.stop.set()
+            fresh.thread.join(5)
+            fresh.db.dispose()
+            left = fresh.unresolved()
+            samples = fresh.samples + [float("inf")] * len(left)
+            p50, p99 = pct(samples, 50), pct(samples, 99)
+            figures.update(
+                {
+                    "freshness_samples": len(samples),
+                    "freshness_p50_s": None if p50 is None else round(p50, 2),
+                    "freshness_p99_s": None if p99 is None else round(p99, 2),
+                    "freshness_max_s": round(max(fresh.samples), 2) if fresh.samples else None,
+                    "unresolved": len(left),
+                }
+            )
+            figures["sustained"] = bool(
+                figures["events_per_s"] >= 0.9 * figures["target_events_per_s"]
+                and figures["failed_requests"] == 0
+                and p99 is not None
+                and p99 < 10.0
+            )
+            print(json.dumps(figures), flush=True)
+            out.append(figures)
+    finally:
+        cluster.stop()
+        db.dispose()
+    return out
+
+
+def run_throughput(args: argparse.Namespace, url: str, home: Path) -> dict[str, Any]:
+    """A dirty backlog drained by 1 worker, then (marked again) by 2: jobs per second."""
+    cluster = Cluster(url, home, apis=1, workers=0)
+    token = cluster.token()
+    cluster.start()
+    db = Database(url)
+    rng = random.Random(7)
+    t_end = time.time() - 600
+    t_start = t_end - args.backlog_hours * 3600
+    try:
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {token}"}) as client:
+            batch: list[dict[str, Any]] = []
+            for i in range(args.backlog_jobs):
+                job = SimJob(f"bk-{i:06d}", t_start, rng)
+                job.end_at = t_end
+                t = t_start
+                while not job.done:
+                    t += 300
+                    batch += job.advance(min(t, t_end + 1), 300)
+                if len(batch) >= 5000:
+                    assert (
+                        client.post(
+                            cluster.apis[0].url + "/api/v1/events", json={"events": batch}
+                        ).status_code
+                        == 200
+                    )
+                    batch = []
+            if batch:
+                assert (
+                    client.post(
+                        cluster.apis[0].url + "/api/v1/events", json={"events": batch}
+                    ).status_code
+                    == 200
+                )
+        with db.engine.connect() as conn:
+            events = conn.execute(text("SELECT count(*) FROM raw_events")).scalar()
+        result: dict[str, Any] = {"backlog_jobs": args.backlog_jobs, "raw_events": events}
+        for n in (1, 2):
+            with db.engine.begin() as conn:
+                conn.execute(text("UPDATE jobs SET dirty = true"))
+            workers = [EttProcess(f"tp{n}-{i}", ["worker"], cluster.env, home) for i in range(n)]
+            t0 = time.time()
+            for w in workers:
+                w.start()
+            took = wait_drained(db, 900) + 0.0
+            # Start-up (imports, connect) is paid once per process: measured from the first claim.
+            with db.engine.connect() as conn:
+                first, last = conn.execute(
+                    text("SELECT min(computed_at), max(computed_at) FROM job_results")
+                ).one()
+            for w in workers:
+                w.stop()
+            span = max(1e-6, last - max(first, t0))
+            result[f"workers_{n}"] = {
+                "wall_s": round(took, 1),
+                "compute_span_s": round(span, 1),
+                "jobs_per_s": round(args.backlog_jobs / span, 1),
+            }
+            print(json.dumps({f"workers_{n}": result[f"workers_{n}"]}), flush=True)
+        result["ratio_2_over_1"] = round(
+            result["workers_2"]["jobs_per_s"] / result["workers_1"]["jobs_per_s"], 2
+        )
+        return result
+    finally:
+        cluster.stop()
+        db.dispose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep and the throughput test; print (and optionally write) the figures."""
+    from benchmarks._pg import scratch_postgres
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument(
+        "--jobs", type=lambda s: [int(x) for x in s.split(",")], default=[250, 500, 1000]
+    )
+    p.add_argument("--speed", type=float, default=4.0)
+    p.add_argument("--duration", type=float, default=60.0, help="real seconds per fleet size")
+    p.add_argument("--apis", type=int, default=2)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--backlog-jobs", type=int, default=400)
+    p.add_argument("--backlog-hours", type=float, default=2.0)
+    p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--skip-fleet", action="store_true")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    report: dict[str, Any] = {"args": {k: v for k, v in vars(args).items() if k != "json"}}
+    with TemporaryDirectory(prefix="ett-scale-load-") as tmp:
+        if not args.skip_fleet:
+            with scratch_postgres("ett_scale_load") as url:
+                report["fleet"] = run_fleet(args, url, Path(tmp) / "fleet")
+            ok = [f for f in report["fleet"] if f["sustained"]]
+            report["largest_sustained"] = max(ok, key=lambda f: f["jobs"]) if ok else None
+        if not args.skip_throughput:
+            with scratch_postgres("ett_scale_tp") as url:
+                report["throughput"] = run_throughput(args, url, Path(tmp) / "tp")
+    report["args"]["json"] = str(args.json) if args.json else None
+    print(json.dumps({k: v for k, v in report.items() if k != "fleet"}, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
