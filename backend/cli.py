@@ -101,7 +101,12 @@ def serve(
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve this process's health on /metrics at this port.")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
+) -> None:
     """Run the workers: recompute of dirty jobs, fleet rollups, alert evaluation and delivery.
 
     Any number may run against one Postgres; stops cleanly on SIGTERM or Ctrl-C.
@@ -117,7 +122,7 @@ def worker() -> None:
     )
     typer.echo(f"ETT% worker on {settings.database_url.split('@')[-1]}")
     try:
-        runtime.run_workers(settings)
+        runtime.run_workers(settings, metrics_port=metrics_port, metrics_host=metrics_host)
     except SchemaOutOfDate as err:
         _fail(str(err))
 

@@ -16,7 +16,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from backend.config import Settings, get_settings
 from backend.db import Database
@@ -117,8 +117,14 @@ def run_workers(
     database: Database | None = None,
     stop: threading.Event | None = None,
     check_schema: bool = True,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> list[PeriodicWorker]:
-    """Run the worker role until SIGTERM/SIGINT (or `stop` is set); returns the stopped workers."""
+    """Run the worker role until SIGTERM/SIGINT (or `stop` is set); returns the stopped workers.
+
+    With metrics_port the process's own health (worker passes, recompute failures, alert
+    deliveries) is served for Prometheus on http://metrics_host:metrics_port/metrics.
+    """
     from backend import migrate
 
     settings = settings or build_settings()
@@ -130,6 +136,7 @@ def run_workers(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     workers = build_workers(settings, db, "worker")
+    server = _serve_process_metrics(metrics_host, metrics_port) if metrics_port else None
     start_all(workers)
     log.info("worker running: %s", ", ".join(w.name for w in workers) or "nothing")
     try:
@@ -137,5 +144,20 @@ def run_workers(
             pass
     finally:
         stop_all(workers)
+        if server is not None:
+            server.shutdown()
         db.dispose()
     return workers
+
+
+def _serve_process_metrics(host: str, port: int) -> Any:
+    """A /metrics server for this process's health collectors (a worker has no app)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from backend.exporter.health import PROCESS_COLLECTORS
+
+    registry = CollectorRegistry(auto_describe=True)
+    for collector in PROCESS_COLLECTORS:
+        registry.register(collector)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server

@@ -14,6 +14,7 @@ from backend.ett.models import JobResult
 from backend.ett.recompute import count_dirty
 from tests.backend.ett.test_ett_service import short_job
 from tests.cluster import Cluster, EttProcess, ett
+from tests.trainer_agent.live_server import free_port
 
 
 def test_api_role_leaves_marks_and_the_worker_computes_them(tmp_path: Path) -> None:
@@ -34,7 +35,8 @@ def test_api_role_leaves_marks_and_the_worker_computes_them(tmp_path: Path) -> N
         time.sleep(1.5)  # several recompute intervals: an API replica does not recompute
         with db.session() as s:
             assert count_dirty(db_session=s) == 1 and s.get(JobResult, "r1") is None
-        worker = EttProcess("w", ["worker"], cluster.env, tmp_path)
+        port = free_port()
+        worker = EttProcess("w", ["worker", "--metrics-port", str(port)], cluster.env, tmp_path)
         worker.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -42,6 +44,8 @@ def test_api_role_leaves_marks_and_the_worker_computes_them(tmp_path: Path) -> N
                 if s.get(JobResult, "r1") is not None:
                     break
             time.sleep(0.2)
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert 'ett_worker_passes_total{outcome="ok",worker="recompute"}' in text
         assert worker.stop() == 0, worker.log_tail()  # SIGTERM: threads joined, exit 0
         with db.session() as s:
             assert s.get(JobResult, "r1").effective_s == 30
