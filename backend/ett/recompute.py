@@ -208,11 +208,18 @@ def recompute_isolated(
     return done
 
 
-def claim_dirty_job(*, db_session: Session, now: float | None = None) -> tuple[str, bool] | None:
-    """Lock the oldest dirty job no other worker holds (Postgres: FOR UPDATE SKIP LOCKED).
+# Jobs claimed per transaction: their rollups are refreshed in one pass (a third of a job's
+# recompute is the rollup refresh's round trips), and a failing batch is redone one by one.
+CLAIM_BATCH = 16
 
-    Returns (job_id, was_quarantined) with the row locked until the caller's transaction ends,
-    or None when no dirty job is free. Quarantined jobs are claimed only once due again.
+
+def claim_dirty_jobs(
+    *, db_session: Session, limit: int = 1, now: float | None = None
+) -> list[tuple[str, bool]]:
+    """Lock up to `limit` of the oldest dirty jobs no other worker holds (FOR UPDATE SKIP LOCKED).
+
+    Returns (job_id, was_quarantined) pairs, the rows locked until the caller's transaction ends
+    (empty when no dirty job is free). Quarantined jobs are claimed only once due again.
     """
     now = time.time() if now is None else now
     stmt = (
@@ -223,11 +230,16 @@ def claim_dirty_job(*, db_session: Session, now: float | None = None) -> tuple[s
             or_(JobQuarantine.job_id.is_(None), JobQuarantine.retry_at <= now),
         )
         .order_by(Job.updated_at, Job.job_id)
-        .limit(1)
+        .limit(limit)
         .with_for_update(of=Job.__table__, skip_locked=True)
     )
-    row = db_session.execute(stmt).first()
-    return None if row is None else (row[0], bool(row[1]))
+    return [(job_id, bool(held)) for job_id, held in db_session.execute(stmt)]
+
+
+def claim_dirty_job(*, db_session: Session, now: float | None = None) -> tuple[str, bool] | None:
+    """claim_dirty_jobs for one job: (job_id, was_quarantined), or None when none is free."""
+    claims = claim_dirty_jobs(db_session=db_session, limit=1, now=now)
+    return claims[0] if claims else None
 
 
 def recompute_claimed(
@@ -237,11 +249,13 @@ def recompute_claimed(
     limit: int | None = None,
     now: float | None = None,
     should_stop: Callable[[], bool] | None = None,
+    batch: int = CLAIM_BATCH,
 ) -> int:
-    """Claim and recompute dirty jobs one transaction each until none is free (Postgres).
+    """Claim and recompute dirty jobs, a batch per transaction, until none is free (Postgres).
 
     Any number of processes may run this at once: SKIP LOCKED hands each job to one of them.
-    A job that fails is quarantined. Returns how many jobs had events.
+    A batch that fails is rolled back (its jobs stay dirty) and redone one job per transaction,
+    so only the failing job is quarantined. Returns how many jobs had events.
     """
     custom = custom_phases_for(db_session=db_session, settings=settings)
     db_session.commit()
@@ -249,38 +263,35 @@ def recompute_claimed(
     while limit is None or tried < limit:
         if should_stop is not None and should_stop():
             break
-        claim = claim_dirty_job(db_session=db_session, now=now)
-        if claim is None:
+        size = batch if limit is None else max(1, min(batch, limit - tried))
+        claims = claim_dirty_jobs(db_session=db_session, limit=size, now=now)
+        if not claims:
             db_session.commit()
             break
-        job_id, held = claim
-        tried += 1
+        ids = [job_id for job_id, _held in claims]
+        tried += len(ids)
         try:
-            result = recompute_job(
-                db_session=db_session,
-                job_id=job_id,
-                settings=settings,
-                now=now,
-                custom_phases=custom,
-                claimed=True,
-            )
-            if held:
-                quarantine.release(db_session=db_session, job_ids=[job_id])
+            computed = 0
+            for job_id in ids:
+                result = recompute_job(
+                    db_session=db_session,
+                    job_id=job_id,
+                    settings=settings,
+                    now=now,
+                    custom_phases=custom,
+                    claimed=True,
+                    refresh_rollups=False,
+                )
+                computed += result is not None
+            refresh_job_rollups(db_session=db_session, job_ids=ids)
+            quarantine.release(db_session=db_session, job_ids=[j for j, held in claims if held])
             db_session.commit()
-        except Exception as err:  # noqa: BLE001 - one bad job must not stop the others
+            done += computed
+        except Exception:  # noqa: BLE001 - find the bad job, compute the others
             db_session.rollback()
-            RECOMPUTE_FAILURES.inc()
-            quarantine.record_failure(
-                db_session=db_session,
-                job_id=job_id,
-                error=describe_error(err),
-                now=time.time() if now is None else now,
-                settings=settings,
+            done += recompute_isolated(
+                db_session=db_session, job_ids=ids, settings=settings, now=now
             )
-            db_session.commit()
-            continue
-        if result is not None:
-            done += 1
     return done
 
 
