@@ -198,18 +198,24 @@ async def drive(
     headers = {"Authorization": f"Bearer {token}"}
     sem = asyncio.Semaphore(64)
     lag: list[float] = []
+    latency: list[float] = []
+    in_flight: set[str] = set()
     async with httpx.AsyncClient(timeout=60, limits=limits, headers=headers) as client:
 
         async def post(i: int, job_id: str, events: list[dict[str, Any]]) -> None:
             nonlocal sent_events, sent_requests, failed
-            async with sem:
-                try:
+            try:
+                async with sem:
+                    t_send = time.time()
                     r = await client.post(
                         urls[i % len(urls)] + "/api/v1/events", json={"events": events}
                     )
-                except httpx.HTTPError:
-                    failed += 1
-                    return
+                    latency.append(time.time() - t_send)
+            except httpx.HTTPError:
+                failed += 1
+                return
+            finally:
+                in_flight.discard(job_id)
             if r.status_code == 200:
                 fresh.arrived(job_id, time.time())
                 sent_events += len(events)
@@ -222,27 +228,36 @@ async def drive(
         warmup = {"events": sent_events, "drain_s": round(wait_drained(fresh.db, 300), 1)}
         fresh.reset()
         sent_events = sent_requests = failed = 0
+        latency.clear()
         start = time.time()
         ticks = 0
         last_sim = sim0
+        tasks: set[asyncio.Task[None]] = set()
         while time.time() - start < duration:
             tick_start = time.time()
             sim_t = sim0 + (tick_start - start) * speed
             dt = sim_t - last_sim
             last_sim = sim_t
-            tasks = []
+            # Agents do not wait for each other: a job whose last flush is still in flight
+            # keeps its events for its next flush (as the agent's spool does).
             for idx, job in enumerate(fleet):
+                if job.job_id in in_flight:
+                    continue
                 events = job.advance(sim_t, dt)
                 if events:
-                    tasks.append(post(idx, job.job_id, events))
+                    in_flight.add(job.job_id)
+                    task = asyncio.create_task(post(idx, job.job_id, events))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
                 if job.done:
                     seq += 1
                     fleet[idx] = SimJob(f"{tag}-{seq:06d}", sim_t, rng)
-            await asyncio.gather(*tasks)
             ticks += 1
             spent = time.time() - tick_start
             lag.append(spent)
             await asyncio.sleep(max(0.0, TICK_S - spent))
+        if tasks:
+            await asyncio.gather(*tasks)
         elapsed = time.time() - start
     # The fleet's target: its jobs' events at `speed` (progress + heartbeat + the rest).
     target = jobs * speed * (1 / PROGRESS_S + 1 / HEARTBEAT_S)
@@ -259,6 +274,8 @@ async def drive(
         "target_events_per_s": round(target, 1),
         "ticks_over_budget": sum(1 for x in lag if x > TICK_S),
         "ticks": ticks,
+        "request_p50_s": round(pct(latency, 50) or 0.0, 3),
+        "request_p99_s": round(pct(latency, 99) or 0.0, 3),
         "warmup": warmup,
     }
 
