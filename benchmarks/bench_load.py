@@ -334,7 +334,8 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                 }
             )
             figures["sustained"] = bool(
-                figures["events_per_s"] >= 0.9 * figures["target_events_per_s"]
+                # Windows fall on 30 s boundaries: a 45-60 s run sees 80-100 % of the mean rate.
+                figures["events_per_s"] >= 0.8 * figures["target_events_per_s"]
                 and figures["failed_requests"] == 0
                 and p99 is not None
                 and p99 < 10.0
