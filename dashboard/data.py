@@ -22,9 +22,10 @@ from backend.compare import service as compare_service
 from backend.db import describe_error
 from backend.ett import service as ett_service
 from backend.ett.catalogue import COMPONENTS
-from backend.fleet import service as fleet_service
 from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
+from backend.metrics import core as metrics_core
+from backend.metrics import fleet as fleet_service
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
 from backend.workloads import service as workloads_service
@@ -441,26 +442,10 @@ def fleet_view(filters: Filters) -> FleetView:
 
 def _weighted_level1(jobs: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
     """GPU-weighted TTS per job and TTR per failure, and NoF per job, grouped by `key`."""
-    w = jobs["gpus"].astype(float).fillna(0.0)  # a job of unknown size weighs nothing
-    frame = pd.DataFrame(
-        {
-            "x": key,
-            "w": w,
-            "tts_w": jobs["tts_s"].astype(float).fillna(0.0) * w,
-            "rec_w": jobs["recovery_s"].astype(float).fillna(0.0) * w,
-            "nof_w": jobs["nof"].astype(float).fillna(0.0) * w,
-        }
+    points = metrics_core.weighted_level1(
+        zip(key, jobs["gpus"], jobs["tts_s"], jobs["recovery_s"], jobs["nof"], strict=True)
     )
-    g = frame.groupby("x", as_index=False).sum()
-    w_sum = g["w"].where(g["w"] > 0)
-    return pd.DataFrame(
-        {
-            "x": g["x"],
-            "tts_min": g["tts_w"] / w_sum / 60.0,
-            "ttr_min": (g["rec_w"] / g["nof_w"].where(g["nof_w"] > 0)) / 60.0,
-            "nof": g["nof_w"] / w_sum,
-        }
-    )
+    return pd.DataFrame(points, columns=["x", "tts_min", "ttr_min", "nof"])
 
 
 def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -22,7 +22,7 @@ from backend.db import Database, describe_error, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
 from backend.exporter.health import RECOMPUTE_FAILURES
-from backend.fleet.service import refresh_job_rollups
+from backend.fleet.rollups import refresh_job_rollups
 from backend.jobs import quarantine
 from backend.jobs.models import Attempt, Job, Model
 from ingest.models import RawEvent

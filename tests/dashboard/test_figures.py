@@ -318,9 +318,10 @@ def test_level1_weights_tts_by_gpus_and_ttr_by_failures() -> None:
     )
     out = _weighted_level1(jobs, pd.Series(["d1", "d1", "d1"]))
     row = out.iloc[0]
-    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60) / 10 / 60)
-    assert row["ttr_min"] == pytest.approx(1200 / 2 / 60)  # 8 GPUs x 1200 s over 8 x 2 failures
-    assert row["nof"] == pytest.approx(8 * 2 / 10)  # the job of unknown size weighs nothing
+    # The job of unknown size counts as 1 GPU (docs/METRICS.md), as everywhere else.
+    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60 + 9999) / 11 / 60)
+    assert row["ttr_min"] == pytest.approx((8 * 1200 + 9999) / (8 * 2 + 5) / 60)
+    assert row["nof"] == pytest.approx((8 * 2 + 5) / 11)
     fig = figures.level1_over_time(out, title="t")
     assert [t.name for t in fig.data] == ["TTS", "TTR", "NoF"]
 
