@@ -404,6 +404,7 @@ def fleet_view(filters: Filters) -> FleetView:
             "bucket": _bucket_dates([p["bucket"] for p in points]),
             "ett_pct": [p["ett_pct"] for p in points],
             "wall_gpu_h": [p["wall_gpu_h"] for p in points],
+            "partial": [bool(p.get("partial")) for p in points],
         }
     )
     lost_rows = [

@@ -184,7 +184,8 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     if not bars.empty:
         bars["label"] = bar_labels(bars["submitted_at"])
     series = pd.DataFrame(
-        [p for p in page["series"] if p["ett_pct"] is not None], columns=["bucket", "ett_pct"]
+        [p for p in page["series"] if p["ett_pct"] is not None],
+        columns=["bucket", "ett_pct", "partial"],
     )
     series["bucket"] = (
         data.to_datetime(series["bucket"].astype(float)).dt.tz_convert(None)
