@@ -25,6 +25,7 @@ from backend.ett.models import JobInterval, JobResult
 from backend.ett.timeline import build_timeline
 from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
+from backend.metrics import core as metrics
 from ingest.models import RawEvent
 
 DEFAULT_ADVICE_DAYS = 30.0
@@ -76,7 +77,7 @@ def checkpoint_advice(
         comps = j.components or {}
         t = float(comps.get("effective_training", 0.0)) + float(comps.get("wasted_training", 0.0))
         training_s += t
-        training_gpu_s += t * (j.gpus or 1)
+        training_gpu_s += metrics.gpu_s(t, j.gpus)
         replay_s += float((j.wasted or {}).get("replay", 0.0))
         failures += int(j.nof or 0)
         interval = (j.config or {}).get("checkpoint_interval_s")
@@ -121,7 +122,7 @@ def checkpoint_advice(
         if current is not None and tau_star is not None:
             saved = minutes_per_day_saved(current, tau_star, csbt, rate_per_s)
             days = (end - start) / DAY_S
-            gpu_h_day = training_gpu_s / days / 3600.0 * saved / 1440.0
+            gpu_h_day = metrics.gpu_h(training_gpu_s) / days * saved / 1440.0
 
     predicted_utt = failures * current / 2.0 if current is not None else None
     return {

@@ -3,5 +3,6 @@
 `core` is pure arithmetic (GPU weighting, ETT%, GPU-hours, lost-by, failure rates, series with
 partial buckets); `reads` holds the database reads it is fed from; `fleet`, `workloads` and
 `window` answer the questions of the REST views, the dashboard, the alert indicators and the
-/metrics ledger. No other module divides by 3600 or multiplies by `gpus`.
+/metrics ledger. Outside it, only the engine (one job's own accounting) and the planner's model
+(expected, not measured, numbers) multiply by `gpus` or divide by 3600.
 """

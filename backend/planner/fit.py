@@ -292,7 +292,7 @@ def fit_inputs(
                 (
                     j.submitted_at,
                     float(sum(1 for f in j.failures if f.kind == kind)),
-                    j.gpus * j.effective_s / HOUR_S,
+                    metrics.gpu_h(metrics.gpu_s(j.effective_s, j.gpus)),
                     x,
                 )
                 for x, j in zip(w, done, strict=True)
@@ -442,7 +442,7 @@ def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: f
         return statistics.fmean(sum(j.cold_start_s.values()) for j in js)
 
     def fails(js: Sequence[JobObservation]) -> float:
-        gpu_h = sum(j.gpus * j.effective_s for j in js) / HOUR_S
+        gpu_h = metrics.gpu_h(sum(metrics.gpu_s(j.effective_s, j.gpus) for j in js))
         return sum(len(j.failures) for j in js) / gpu_h if gpu_h > 0 else 0.0
 
     def shutdown(js: Sequence[JobObservation]) -> float:
