@@ -251,7 +251,7 @@ def _job_rows(
                 job_id, k, model, f["ts"], f["ts"] - f["ts"] % DAY_S, f["kind"], "f", f["attempt"]
             )
         )
-    attempts, excl, nof = fleet.job_facts(result["l1"], result["attempts"])
+    attempts, excl, nof = rollups.job_facts(result["l1"], result["attempts"])
     lines["fleet_jobs"].append(_line(job_id, model, sub - sub % DAY_S, gpus, attempts, excl, nof))
 
 
