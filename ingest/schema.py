@@ -355,11 +355,6 @@ def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) 
     return event
 
 
-def event_time(event: dict[str, Any]) -> float:
-    """The instant an event is about (its ts, else its start)."""
-    return event["ts"] if "ts" in event else event["start"]
-
-
 def event_json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one wire event, derived from the TypedDicts above."""
     schema = _EVENT_ADAPTER.json_schema()

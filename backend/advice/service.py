@@ -23,9 +23,9 @@ from backend.advice.critical_path import attempt_critical_path
 from backend.config import Settings
 from backend.ett.models import JobInterval, JobResult
 from backend.ett.timeline import build_timeline
+from backend.events.models import RawEvent
 from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
-from ingest.models import RawEvent
 
 DEFAULT_ADVICE_DAYS = 30.0
 BLOCKING = "checkpoint_blocking"

@@ -36,11 +36,11 @@ from backend.config import Settings
 from backend.db import Database
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobInterval, JobResult
+from backend.events.models import RawEvent
 from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
 from backend.jobs.models import Job, Model
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
-from ingest.models import RawEvent
 
 log = logging.getLogger("ett.metrics")
 
