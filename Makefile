@@ -38,9 +38,10 @@ test-services: ## start/install what the tests need: Postgres, Chromium, Alertma
 test: setup test-services ## the whole suite, against Postgres and SQLite
 	$(BIN)/python -m pytest
 
-lint:
+lint: ## ruff, and the import-linter layering contracts of docs/ARCHITECTURE.md
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format:
 	$(BIN)/ruff check --fix .

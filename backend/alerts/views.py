@@ -15,8 +15,7 @@ from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.text import CleanStr
-from backend.timefmt import rfc3339
-from ingest.schema import parse_time
+from backend.timefmt import parse_time, rfc3339
 
 router = APIRouter(tags=["alerts"])
 
