@@ -117,7 +117,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
             nof=result.l1.nof,
             tts_s=result.l1.tts_s,
             recovery_s=result.l1.recovery_s,
-            result=result.to_dict(with_intervals=False),
+            result=result.to_dict(with_intervals=False, with_spans=True),
         )
     )
     rows = [
@@ -431,6 +431,7 @@ SORTS: dict[str, Any] = {
 def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
+    out.pop("spans", None)  # stored for the advice, not part of the REST answer
     for key in ("submitted_at", "ended_at", "live_tail_start"):
         if out.get(key) is not None:
             out[key] = fmt(out[key])
