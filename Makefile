@@ -51,4 +51,4 @@ bench: setup test-services ## the benchmarks of docs/PERFORMANCE.md
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache .hypothesis
