@@ -49,13 +49,13 @@ def load_fleet(database: Database, settings: Settings, models: int, days: float)
 
 def evaluate_alerts(database: Database, settings: Settings) -> None:
     """What `ett serve`'s evaluator does: the shipped SLOs, one evaluation, plus one silence."""
-    from backend.alerts import service as alerts
+    from backend.alerts import cycle, silences
 
-    alerts.evaluate_once(db=database, settings=settings, release=True)
+    cycle.evaluate_once(db=database, settings=settings, release=True)
     now = time.time()
     with database.session() as s:
-        if not alerts.list_silences(db_session=s):
-            alerts.create_silence(
+        if not silences.list_silences(db_session=s):
+            silences.create_silence(
                 db_session=s,
                 owner="publishing",
                 component=None,

@@ -15,8 +15,11 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from backend.advice import service as advice_service
+from backend.alerts import acks as alert_acks
 from backend.alerts import history as alerts_history
-from backend.alerts import service as alerts_service
+from backend.alerts import read as alert_read
+from backend.alerts import silences as alert_silences
+from backend.alerts import store
 from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.db import describe_error
@@ -689,7 +692,7 @@ def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
     the end of past days and weeks; `ett demo` backfills them).
     """
     with session() as s:
-        specs = [x for x in alerts_service.list_slos(db_session=s, owner=owner) if x.enabled]
+        specs = [x for x in store.list_slos(db_session=s, owner=owner) if x.enabled]
         stored = alerts_history.points(
             db_session=s,
             names=[x.name for x in specs],
@@ -697,7 +700,7 @@ def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
             end=filters.end_ts,
         )
         latest: dict[str, list[float]] = {}
-        for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=5_000):
+        for a in alert_read.list_alerts(db_session=s, owner=owner, limit=5_000):
             if a.value is not None:
                 latest.setdefault(a.slo_name, []).append(a.value)
     out = []
@@ -713,13 +716,13 @@ def alerts_view(
 ) -> dict[str, list[dict[str, Any]]]:
     """SLOs, alerts (not inactive) and silences, optionally one owner's (alerts: one component's)."""
     with read_session() as s:
-        slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
+        slos = [spec.to_doc() for spec in store.list_slos(db_session=s, owner=owner)]
         states = [
             a
-            for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
+            for a in alert_read.list_alerts(db_session=s, owner=owner, limit=200)
             if a.state != "inactive" and (not component or a.component == component)
         ]
-        acks = alerts_service.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
+        acks = alert_acks.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
         alerts = [
             {
                 "fingerprint": a.fingerprint,
@@ -756,6 +759,6 @@ def alerts_view(
                 "active": x.starts_at <= now < x.ends_at,
                 "comment": x.comment or "",
             }
-            for x in alerts_service.list_silences(db_session=s, owner=owner)
+            for x in alert_silences.list_silences(db_session=s, owner=owner)
         ]
     return {"slos": slos, "alerts": alerts, "silences": silences}

@@ -12,8 +12,7 @@ from typing import Any
 from sqlalchemy import Boolean, Float, String, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from backend.alerts import indicators
-from backend.alerts import service as alerts_service
+from backend.alerts import indicators, store
 from backend.alerts.slos import SloSpec
 from backend.db import Base
 
@@ -39,7 +38,7 @@ def worst(spec: SloSpec, evaluations: Iterable[Any]) -> float | None:
 
 def backfill(*, db_session: Session, instants: Iterable[float]) -> int:
     """Measure every enabled SLO at each instant and store the points; answers how many."""
-    specs = [s for s in alerts_service.list_slos(db_session=db_session) if s.enabled]
+    specs = [s for s in store.list_slos(db_session=db_session) if s.enabled]
     n = 0
     for at in instants:
         cache: dict[Any, Any] = {}

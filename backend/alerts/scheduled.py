@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from backend.alerts import service
+from backend.alerts import cycle, evaluation, lease
 from backend.config import Settings
 from backend.db import Database
 
@@ -13,12 +13,12 @@ log = logging.getLogger(__name__)
 
 
 class AlertEvaluator:
-    """Runs service.evaluate_once every settings.alert_eval_interval_s until stopped."""
+    """Runs cycle.evaluate_once every settings.alert_eval_interval_s until stopped."""
 
     def __init__(self, settings: Settings, db: Database, holder: str | None = None) -> None:
         self.settings = settings
         self.db = db
-        self.holder = holder or service.default_holder()
+        self.holder = holder or lease.default_holder()
         self.passes = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -39,14 +39,14 @@ class AlertEvaluator:
             self._thread = None
         try:
             with self.db.session() as s:
-                service.release_lease(db_session=s, holder=self.holder)
+                lease.release_lease(db_session=s, holder=self.holder)
         except Exception:
             log.exception("could not release the alert evaluator lease")
 
-    def run_once(self) -> service.EvaluationReport | None:
+    def run_once(self) -> evaluation.EvaluationReport | None:
         """One pass; every error is logged, never raised into the host."""
         try:
-            report = service.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
+            report = cycle.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
         except Exception:
             log.exception("alert evaluation pass failed")
             return None

@@ -13,35 +13,24 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import orjson
-from sqlalchemy import Text, and_, cast, delete, func, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import Database, describe_error, insert_for
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobInterval, JobResult
+from backend.events.store import job_ids_with_events, load_events
 from backend.exporter.health import RECOMPUTE_FAILURES
 from backend.fleet.rollups import refresh_job_rollups
 from backend.jobs import quarantine
 from backend.jobs.models import Attempt, Job, Model
-from ingest.models import RawEvent
 
 log = logging.getLogger("ett.recompute")
 
 # Open (provisional) jobs end "now": their stored answer is refreshed at least this often.
 OPEN_JOB_REFRESH_S = 60.0
 _INSERT_CHUNK = 5_000
-
-
-def load_events(*, db_session: Session, job_id: str) -> list[dict[str, Any]]:
-    """One job's normalized raw events, in storage order."""
-    # Fetched as text and parsed with orjson: several times faster than the drivers' json.loads.
-    stmt = (
-        select(cast(RawEvent.payload, Text)).where(RawEvent.job_id == job_id).order_by(RawEvent.id)
-    )
-    loads = orjson.loads
-    return [loads(text) for text in db_session.scalars(stmt)]
 
 
 def custom_phases_for(*, db_session: Session, settings: Settings | None) -> dict[str, str] | None:
@@ -128,7 +117,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
             nof=result.l1.nof,
             tts_s=result.l1.tts_s,
             recovery_s=result.l1.recovery_s,
-            result=result.to_dict(with_intervals=False),
+            result=result.to_dict(with_intervals=False, with_spans=True),
         )
     )
     rows = [
@@ -317,7 +306,7 @@ def mark_stale_open_jobs(
 def all_job_ids(*, db_session: Session) -> list[str]:
     """Every job with a row in jobs or events in raw_events."""
     known = set(db_session.scalars(select(Job.job_id)))
-    orphans = set(db_session.scalars(select(RawEvent.job_id).distinct())) - known
+    orphans = job_ids_with_events(db_session=db_session) - known
     if orphans:
         log.warning("%d job ids have raw events but no jobs row; skipped", len(orphans))
     return sorted(known)
@@ -442,6 +431,7 @@ SORTS: dict[str, Any] = {
 def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
+    out.pop("spans", None)  # stored for the advice, not part of the REST answer
     for key in ("submitted_at", "ended_at", "live_tail_start"):
         if out.get(key) is not None:
             out[key] = fmt(out[key])

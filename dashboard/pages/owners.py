@@ -8,7 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.alerts import service as alerts_service
+from backend.alerts import read
 from backend.ett.catalogue import COMPONENTS
 from dashboard import actions, data, figures
 from dashboard.components import (
@@ -28,7 +28,7 @@ PREFIX = "owners"
 
 def _when(ts: float | None) -> str:
     # Clamped like the REST answers, so an absurd stored silence cannot break the page.
-    shown = alerts_service.shown_time(ts)
+    shown = read.shown_time(ts)
     return "" if shown is None else shown[:16].replace("T", " ")
 
 

@@ -292,11 +292,11 @@ def test_owners_page_shows_lost_hours_and_slos(
 ) -> None:
     start, end, rest = _range()
     lost = api.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()
-    from backend.alerts import service as alerts_service
+    from backend.alerts import store
     from backend.alerts.slos import SloSpec
 
     with database.session() as s:
-        alerts_service.put_slo(
+        store.put_slo(
             db_session=s,
             spec=SloSpec.model_validate(
                 {
@@ -309,15 +309,15 @@ def test_owners_page_shows_lost_hours_and_slos(
             ),
         )
         s.commit()
+    from backend.alerts import cycle
     from backend.alerts import history as slo_history
-    from backend.alerts import service as alerts
     from backend.demo.loader import history_instants
 
     now = datetime.now(UTC).timestamp()
     with database.session() as s:
         slo_history.backfill(db_session=s, instants=history_instants(now - 14 * 86400, now))
         s.commit()
-    alerts.evaluate_once(db=database, settings=seeded, release=True)
+    cycle.evaluate_once(db=database, settings=seeded, release=True)
     with dashboard_request(seeded, database):
         page = owners.layout(start=start, end=end)
         one = owners.layout(start=start, end=end, owner="compiler")
