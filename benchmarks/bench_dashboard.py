@@ -64,6 +64,7 @@ def evaluate_alerts(database: Database, settings: Settings) -> None:
                 ends_at=now + 7 * 86400,
                 comment="standalone publishing rollout in progress",
                 created_by="bench",
+                max_duration_s=settings.silence_max_duration_s,
             )
             s.commit()
 
@@ -138,6 +139,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--db", type=Path, help="reuse (or create) this SQLite file")
     parser.add_argument("--screenshots", type=Path, help="save a PNG of each page here")
+    parser.add_argument("--only", help="measure only the pages whose name contains this")
     args = parser.parse_args()
     if not browser_available():
         print("chromium and chromedriver are needed (make test-services installs them)")
@@ -170,6 +172,8 @@ def main() -> int:
         try:
             browser.driver.execute_cdp_cmd("Performance.enable", {"timeDomain": "threadTicks"})
             for name, path, charts in pages(database):
+                if args.only and args.only not in name:
+                    continue
                 measure(browser, base + path, charts)  # warm-up: first import, caches
                 runs = [measure(browser, base + path, charts) for _ in range(args.runs)]
                 severe = browser.severe()
