@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,6 +18,37 @@ FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
     """A chart with the dashboard's defaults."""
     return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
+
+
+def deferred(prefix: str, query: dict[str, Any], min_height: int = 600) -> html.Div:
+    """The part of a page below the fold, drawn after the part above it.
+
+    The page's layout sends the first screen alone; a second callback (`register_deferred`)
+    fills this block right after, so its charts are computed while the browser draws the
+    first ones.
+    """
+    return html.Div(
+        [
+            dcc.Store(id=f"{prefix}-deferred-query", data=query),
+            html.Div(
+                html.P("Loading the charts below…", className="ett-note"),
+                id=f"{prefix}-deferred",
+                style={"minHeight": f"{min_height}px"},
+            ),
+        ]
+    )
+
+
+def register_deferred(prefix: str, render: Callable[[dict[str, Any]], Any]) -> None:
+    """The callback that fills `prefix`'s deferred block with `render(query)`."""
+
+    @callback(
+        Output(f"{prefix}-deferred", "children"),
+        Output(f"{prefix}-deferred", "style"),
+        Input(f"{prefix}-deferred-query", "data"),
+    )
+    def _fill(query: dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
+        return render(query or {}), {}
 
 
 def card(

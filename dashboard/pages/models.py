@@ -14,6 +14,7 @@ from dashboard.components import (
     annotation_list,
     card,
     cards,
+    deferred,
     empty_state,
     filter_bar,
     graph,
@@ -21,6 +22,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_deferred,
     register_filter_callback,
     section,
     table,
@@ -194,19 +196,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     points = pd.DataFrame(jobs)
     points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
     failures = sum(page["nof_by_kind"].values())
-    lost_trend, lost_owner = data.model_lost(page)
     notes = data.annotations(filters, model=model)
-    lost_parts = {
-        c: v
-        for c, v in (page.get("components_gpu_h") or {}).items()
-        if c != "effective_training" and v > 0
-    }
-    top = sorted(lost_parts.items(), key=lambda kv: -kv[1])[:3]
-    top_text = (
-        ", ".join(f"{COMPONENT_LABELS.get(c, c)} {v:,.0f} GPU-h" for c, v in top)
-        if top
-        else "nothing lost in the range"
-    )
     note = "Click a bar to open the job."
     if page["job_count"] > MAX_BARS:
         note += f" The latest {MAX_BARS} of {page['job_count']} jobs are shown."
@@ -259,6 +249,32 @@ def model_body(model: str, filters: Filters) -> list[Any]:
             ],
             className="ett-two-col",
         ),
+        deferred(PREFIX, filters.query()),
+    ]
+
+
+def below(query: dict[str, Any]) -> list[Any]:
+    """The model page under the first screen: lost GPU-hours, Level 1 per job, the jobs."""
+    filters = Filters.from_query(query)
+    model = filters.model
+    page = data.model_page(model, filters) if model else None
+    if page is None or not page["jobs"]:
+        return []
+    jobs = page["jobs"]
+    lost_trend, lost_owner = data.model_lost(page)
+    notes = data.annotations(filters, model=model)
+    lost_parts = {
+        c: v
+        for c, v in (page.get("components_gpu_h") or {}).items()
+        if c != "effective_training" and v > 0
+    }
+    top = sorted(lost_parts.items(), key=lambda kv: -kv[1])[:3]
+    top_text = (
+        ", ".join(f"{COMPONENT_LABELS.get(c, c)} {v:,.0f} GPU-h" for c, v in top)
+        if top
+        else "nothing lost in the range"
+    )
+    return [
         html.Div(
             [
                 section(
@@ -332,6 +348,7 @@ dash.register_page(
     __name__, path="/model", name="Models", title="ETT% · model", order=1, layout=layout
 )
 register_filter_callback(PREFIX)
+register_deferred(PREFIX, below)
 
 
 @callback(
