@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, dash_table, dcc, html
 
+from dashboard import numbers
 from dashboard.filters import Filters
 
 GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
@@ -66,15 +67,21 @@ def card(
     return html.Div(children, className="ett-card")
 
 
-def trend_note(trend_pp: float | None, base_pct: float | None) -> tuple[str | None, str]:
+def trend_note(
+    trend_pp: float | None,
+    base_pct: float | None,
+    base_gpu_h: float | None = None,
+    current_gpu_h: float | None = None,
+) -> tuple[str | None, str]:
     """A trend in points with the base it compares against, and its class (coloured by sign).
 
-    No note when there is no base to compare against.
+    No note when there is no base, or when the base range ran too few GPU-hours to mean
+    anything (numbers.base_too_small).
     """
-    if trend_pp is None or base_pct is None:
+    if trend_pp is None or base_pct is None or numbers.base_too_small(base_gpu_h, current_gpu_h):
         return None, ""
     sign = "ett-up" if trend_pp > 0.05 else "ett-down" if trend_pp < -0.05 else ""
-    return f"{trend_pp:+.1f} points vs {base_pct:.1f}% in the range before", sign
+    return f"{numbers.points(trend_pp)} vs {numbers.pct(base_pct)} in the range before", sign
 
 
 def cards(items: Sequence[html.Div]) -> html.Div:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from backend.ett.catalogue import resolve_phase
 from dashboard.palette import (
+    BAD_COLOR,
     COMPONENT_COLORS,
     COMPONENT_LABELS,
     FAILURE_COLORS,
@@ -294,7 +295,7 @@ def regressions(frame: pd.DataFrame, *, top_n: int = 10) -> go.Figure:
             x=data["delta"],
             y=data["model"],
             orientation="h",
-            marker_color=COMPONENT_COLORS["wasted_training"],
+            marker_color=BAD_COLOR,
             customdata=data[["model", "before_pct", "after_pct"]].to_numpy(),
             hovertemplate=(
                 "%{customdata[0]}<br>%{customdata[1]:.1f}% → %{customdata[2]:.1f}%"
@@ -887,7 +888,7 @@ def attribution_bars(attribution: dict[str, float], cascade_tts_share: float | N
 # ---------------------------------------------------------------- SLOs
 
 MET_COLOR = "#a6d96a"
-BREACH_COLOR = "#d7301f"
+BREACH_COLOR = BAD_COLOR
 SPARKS = "▁▂▃▄▅▆▇█"
 
 

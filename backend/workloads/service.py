@@ -29,6 +29,7 @@ def _headline(now: dict[str, float], before: dict[str, float] | None) -> dict[st
     return {
         "ett_pct": ett,
         "previous_ett_pct": prev,
+        "previous_wall_gpu_h": sum((before or {}).values()) / 3600.0,
         "trend_pp": ett - prev if ett is not None and prev is not None else None,
         "wall_gpu_h": wall / 3600.0,
         "lost_gpu_h": (wall - now.get(EFFECTIVE, 0.0)) / 3600.0,

@@ -7,7 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     annotation_list,
     card,
@@ -59,10 +59,10 @@ def layout(**query: Any) -> html.Div:
             *head,
             cards(
                 [
-                    card("fleet-ett", f"{scope} (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
-                    card("fleet-lost", "GPU-hours lost", f"{h['gpu_hours_lost']:,.0f}"),
-                    card("fleet-jobs", "Jobs", f"{h['jobs']:,}"),
-                    card("fleet-failures", "Failures", f"{h['failures']:,}"),
+                    card("fleet-ett", f"{scope} (GPU-weighted)", numbers.pct(h["ett_pct"])),
+                    card("fleet-lost", "GPU-hours lost", numbers.gpu_hours(h["gpu_hours_lost"])),
+                    card("fleet-jobs", "Jobs", numbers.count(h["jobs"])),
+                    card("fleet-failures", "Failures", numbers.count(h["failures"])),
                 ]
             ),
             section(

@@ -10,7 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     card,
@@ -35,14 +35,8 @@ PREFIX = "job"
 LIVE_REFRESH_MS = 15_000
 
 
-def fmt_minutes(seconds: float | None) -> str:
-    """Seconds as minutes with one decimal."""
-    return "—" if seconds is None else f"{seconds / 60.0:.1f} min"
-
-
-def fmt_pct(value: float | None) -> str:
-    """A percentage with one decimal."""
-    return "—" if value is None else f"{value:.1f}%"
+fmt_minutes = numbers.minutes
+fmt_pct = numbers.pct
 
 
 def intervals_frame(result: dict[str, Any]) -> pd.DataFrame:
@@ -133,8 +127,10 @@ def headline(result: dict[str, Any]) -> html.Div:
                 ),
             ),
             card("job-e2e", "End to end", fmt_minutes(result.get("e2e_s"))),
-            card("job-lost", "GPU-hours lost", f"{result.get('gpu_hours_lost', 0.0):,.1f}"),
-            card("job-nof", "Failures (NoF)", str(l1.get("nof", 0))),
+            card(
+                "job-lost", "GPU-hours lost", numbers.gpu_hours(result.get("gpu_hours_lost", 0.0))
+            ),
+            card("job-nof", "Failures (NoF)", numbers.count(l1.get("nof", 0))),
             card("job-tts", "Time to start (TTS)", fmt_minutes(l1.get("tts_s"))),
             card("job-recovery", "Recovery (ΣTTR)", fmt_minutes(l1.get("recovery_s"))),
         ]

@@ -8,7 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     annotation_list,
@@ -47,7 +47,12 @@ def model_list(filters: Filters) -> Any:
             "team": r.owner or "",
             "jobs": int(r.jobs),
             "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
-            "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
+            "trend_pp": None
+            if pd.isna(r.trend_pp)
+            or numbers.base_too_small(
+                getattr(r, "previous_wall_gpu_h", None), getattr(r, "wall_gpu_h", None)
+            )
+            else float(r.trend_pp),
             "lost_gpu_h": float(r.lost_gpu_h or 0.0),
             "top_lost": COMPONENT_LABELS.get(r.top_lost_component, r.top_lost_component or ""),
             "tier": r.tier or "",
@@ -219,12 +224,17 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                 card(
                     "model-ett",
                     "ETT% (GPU-weighted)",
-                    "—" if page["ett_pct"] is None else f"{page['ett_pct']:.1f}%",
-                    *trend_note(page.get("trend_pp"), page.get("previous_ett_pct")),
+                    numbers.pct(page["ett_pct"]),
+                    *trend_note(
+                        page.get("trend_pp"),
+                        page.get("previous_ett_pct"),
+                        page.get("previous_wall_gpu_h"),
+                        page.get("wall_gpu_h"),
+                    ),
                 ),
-                card("model-jobs", "Jobs submitted", f"{page['job_count']:,}"),
-                card("model-lost", "GPU-hours lost", f"{page['lost_gpu_h']:,.1f}"),
-                card("model-nof", "Failures", f"{failures:,}"),
+                card("model-jobs", "Jobs submitted", numbers.count(page["job_count"])),
+                card("model-lost", "GPU-hours lost", numbers.gpu_hours(page["lost_gpu_h"])),
+                card("model-nof", "Failures", numbers.count(failures)),
             ]
         ),
         section(
