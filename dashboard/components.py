@@ -349,20 +349,34 @@ def table(
         page_size=page_size,
         markdown_options={"link_target": "_self"},
         style_table={"overflowX": "auto"},
-        style_cell={"fontSize": 13, "padding": "4px 8px", "fontFamily": FONT},
+        # Headers and text wrap, so a table fits its box at common widths (900 px included)
+        # instead of pushing its last columns out of view; a wider one still scrolls.
+        style_cell={
+            "fontSize": 13,
+            "padding": "4px 8px",
+            "fontFamily": FONT,
+            "whiteSpace": "normal",
+            "height": "auto",
+            "maxWidth": 260,
+        },
         css=[{"selector": ".dash-cell p", "rule": "margin: 0;"}],
-        style_header={"fontWeight": "bold", "backgroundColor": "#f3f3f3"},
+        style_header={
+            "fontWeight": "bold",
+            "backgroundColor": "#f3f3f3",
+            "whiteSpace": "normal",
+            "height": "auto",
+        },
         style_cell_conditional=[{"if": {"type": "text"}, "textAlign": "left"}],
     )
 
 
-def num_col(col_id: str, name: str, decimals: int = 1) -> dict[str, Any]:
-    """A numeric table column shown with fixed decimals."""
+def num_col(col_id: str, name: str, decimals: int = 1, *, signed: bool = False) -> dict[str, Any]:
+    """A numeric table column: thousands separators, fixed decimals (a sign when `signed`)."""
     return {
         "id": col_id,
         "name": name,
         "type": "numeric",
-        "format": {"specifier": f",.{decimals}f"},
+        "format": {"specifier": f"{'+' if signed else ''},.{decimals}f"},
     }
 
 

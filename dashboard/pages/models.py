@@ -67,9 +67,9 @@ def model_list(filters: Filters) -> Any:
             [
                 link_col("model", "model"),
                 {"id": "team", "name": "team"},
-                num_col("jobs", "jobs submitted", 0),
+                num_col("jobs", "jobs", 0),
                 num_col("ett_pct", "ETT% (GPU-weighted)"),
-                num_col("trend_pp", "trend (points)"),
+                num_col("trend_pp", "trend (points)", signed=True),
                 num_col("lost_gpu_h", "GPU-h lost", 0),
                 {"id": "top_lost", "name": "loses most to"},
                 {"id": "tier", "name": "tier"},
