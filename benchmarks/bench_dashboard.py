@@ -282,6 +282,8 @@ def main() -> int:
                 slug = name.split(" ")[0].strip("()")
                 if "list" in name:
                     slug += "-list"
+                elif slug == "plan" and "(" in name:
+                    slug += "-model"
                 measure(browser, base + path, first, total)
                 time.sleep(0.5)
                 browser.screenshot(args.screenshots / f"{slug}.png")

@@ -597,7 +597,7 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
             "Attempt timeline (Fig. 1)",
             graph("job-timeline-graph", timeline_figure(result)),
             note="Attempts as rows, each second coloured by the component it was attributed to; "
-            "× marks a failure, hatched red is replayed training.",
+            "× marks a failure, hatched ochre is replayed training.",
         ),
         html.Div(
             [section("Level 1", l1_table(result)), section("Level 2", l2_table(result))],
