@@ -32,12 +32,8 @@ def count(value: int | None) -> str:
 
 
 def minutes(seconds: float | None) -> str:
-    """A duration in minutes with one decimal, hours past 10 hours ("12.5 min", "14.2 h")."""
-    if seconds is None:
-        return DASH
-    if abs(seconds) >= 36_000:
-        return f"{seconds / 3600.0:,.1f} h"
-    return f"{seconds / 60.0:,.1f} min"
+    """A duration in minutes with one decimal, as the Level-1 and Level-2 tables give them."""
+    return DASH if seconds is None else f"{seconds / 60.0:,.1f} min"
 
 
 def base_too_small(base_gpu_h: float | None, current_gpu_h: float | None) -> bool:

@@ -17,7 +17,7 @@ def test_one_format_for_pct_gpu_hours_counts_and_durations() -> None:
     assert numbers.points(-1.25) == "-1.2 points" and numbers.points(2.0) == "+2.0 points"
     assert numbers.gpu_hours(12345.6) == "12,346" and numbers.gpu_hours(42.46) == "42.5"
     assert numbers.count(1234567) == "1,234,567"
-    assert numbers.minutes(750) == "12.5 min" and numbers.minutes(51_120) == "14.2 h"
+    assert numbers.minutes(750) == "12.5 min" and numbers.minutes(80_040) == "1,334.0 min"
 
 
 def test_trend_note_is_hidden_when_its_base_is_too_small() -> None:
