@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from backend.alerts import history as alerts_history
 from backend.alerts import indicators
 from backend.alerts.content import Evaluation, alert_labels, build_message, fingerprint
 from backend.alerts.delivery import AlertMessage
@@ -266,6 +267,7 @@ def evaluate_slos(
             seen.add(state.fingerprint)
             _step(db_session, slo, state, ev, now, silences, settings.public_url, report)
             report.instances += 1
+    alerts_history.record_day_ends(db_session=db_session, specs=list(specs.values()), now=now)
     # Instances that no longer measure anything (SLO gone, disabled, model without data) resolve.
     stale = db_session.scalars(
         select(AlertState).where(AlertState.state.in_(("pending", "firing")))

@@ -174,6 +174,7 @@ def headline(now: Mapping[str, float], before: Mapping[str, float] | None) -> di
     return {
         "ett_pct": ett,
         "previous_ett_pct": prev,
+        "previous_wall_gpu_h": gpu_h(sum((before or {}).values())),
         "trend_pp": ett - prev if ett is not None and prev is not None else None,
         "wall_gpu_h": gpu_h(wall),
         "lost_gpu_h": gpu_h(wall - now.get(EFFECTIVE, 0.0)),
