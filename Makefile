@@ -38,9 +38,10 @@ test-services: ## start/install what the tests need: Postgres, Chromium, Alertma
 test: setup test-services ## the whole suite, against Postgres and SQLite
 	$(BIN)/python -m pytest
 
-lint:
+lint: ## ruff, and the import-linter layering contracts of docs/ARCHITECTURE.md
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format:
 	$(BIN)/ruff check --fix .
@@ -50,4 +51,4 @@ bench: setup test-services ## the benchmarks of docs/PERFORMANCE.md
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache .hypothesis

@@ -6,10 +6,10 @@ from backend.annotations import models as annotations_models  # noqa: F401
 from backend.auth import models as auth_models  # noqa: F401
 from backend.db import Base
 from backend.ett import models as ett_models  # noqa: F401
+from backend.events import models as events_models  # noqa: F401
 from backend.exporter import models as exporter_models  # noqa: F401
 from backend.fleet import models as fleet_models  # noqa: F401
 from backend.jobs import models as jobs_models  # noqa: F401
 from backend.owners import models as owners_models  # noqa: F401
-from ingest import models as ingest_models  # noqa: F401
 
 metadata = Base.metadata

@@ -155,8 +155,8 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
     from backend import migrate
     from backend.db import Database
     from backend.ett import recompute as service
+    from backend.events.models import RawEvent
     from backend.jobs.models import Job
-    from ingest.models import RawEvent
 
     migrate.upgrade(url)
     db = Database(url)

@@ -2,7 +2,7 @@
 
 Generates a fleet (default 100,000 jobs of 500 models over 180 days, ~15 attributed intervals a
 job) straight into jobs / job_results / job_intervals with COPY, derives the fleet tables the way
-`backend.fleet.service.refresh_job_rollups` does (per-job day split, then one GROUP BY for the
+`backend.fleet.rollups.refresh_job_rollups` does (per-job day split, then one GROUP BY for the
 rollup: the benchmark's shortcut for speed), then times, median of N runs each:
 
 1. the 180-day fleet series (`fleet_ett`, bucket=day),
@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.db import Database  # noqa: E402
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS  # noqa: E402
 from backend.ett.models import JobResult  # noqa: E402
-from backend.fleet import service as fleet  # noqa: E402
+from backend.fleet import rollups  # noqa: E402
 from backend.fleet.days import DAY_S, split_by_day  # noqa: E402
+from backend.metrics import fleet  # noqa: E402
 from backend.owners import service as owners  # noqa: E402
 from backend.workloads import service as workloads  # noqa: E402
 from benchmarks._pg import scratch_postgres  # noqa: E402
@@ -250,7 +251,7 @@ def _job_rows(
                 job_id, k, model, f["ts"], f["ts"] - f["ts"] % DAY_S, f["kind"], "f", f["attempt"]
             )
         )
-    attempts, excl, nof = fleet.job_facts(result["l1"], result["attempts"])
+    attempts, excl, nof = rollups.job_facts(result["l1"], result["attempts"])
     lines["fleet_jobs"].append(_line(job_id, model, sub - sub % DAY_S, gpus, attempts, excl, nof))
 
 
@@ -409,7 +410,7 @@ def main() -> None:
                 update(JobResult).where(JobResult.job_id.in_(ids)).values(gpus=JobResult.gpus * 2)
             )
             t = time.perf_counter()
-            fleet.refresh_job_rollups(db_session=s, job_ids=ids)
+            rollups.refresh_job_rollups(db_session=s, job_ids=ids)
             s.commit()
             refresh_s = time.perf_counter() - t
             drift = s.execute(

@@ -22,8 +22,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from backend.events.store import event_time  # noqa: E402
 from benchmarks._pg import scratch_postgres  # noqa: E402
-from ingest.schema import event_time, validate_event  # noqa: E402
+from ingest.schema import validate_event  # noqa: E402
 
 T0 = 1_777_000_000.0
 

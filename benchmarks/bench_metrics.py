@@ -21,7 +21,7 @@ from sqlalchemy import delete, func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import backend.fleet.service as fleet_service  # noqa: E402
+import backend.fleet.rollups as fleet_service  # noqa: E402
 from backend.config import Settings  # noqa: E402
 from backend.db import Database  # noqa: E402
 from backend.demo import loader  # noqa: E402

@@ -11,7 +11,8 @@ import time
 
 from sqlalchemy.orm import Session
 
-from backend.alerts import service as alerts_service
+from backend.alerts import acks
+from backend.alerts import silences as alert_silences
 from backend.auth import service as auth_service
 from backend.auth.models import ApiToken
 from backend.timefmt import rfc3339
@@ -62,7 +63,7 @@ def create_silence(
     with data.session() as s:
         who = _admin(s, token)
         try:
-            row = alerts_service.create_silence(
+            row = alert_silences.create_silence(
                 db_session=s,
                 owner=owner,
                 component=component,
@@ -96,7 +97,7 @@ def expire_silence(*, token: str | None, silence_id: int | None, now: float | No
         raise ActionRefused("Pick the silence to expire.")
     with data.session() as s:
         _admin(s, token)
-        if not alerts_service.expire_silence(db_session=s, silence_id=int(silence_id), now=now):
+        if not alert_silences.expire_silence(db_session=s, silence_id=int(silence_id), now=now):
             raise ActionRefused(f"There is no silence #{silence_id}.")
         s.commit()
     return f"Silence #{silence_id} has expired."
@@ -111,7 +112,7 @@ def acknowledge(
     with data.session() as s:
         who = _admin(s, token)
         try:
-            ack = alerts_service.acknowledge(
+            ack = acks.acknowledge(
                 db_session=s,
                 fingerprint=fingerprint,
                 acknowledged_by=who.name,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, dash_table, dcc, html
 
+from dashboard import numbers
 from dashboard.filters import Filters
 
 GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
@@ -18,6 +19,37 @@ FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
     """A chart with the dashboard's defaults."""
     return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
+
+
+def deferred(prefix: str, query: dict[str, Any], min_height: int = 600) -> html.Div:
+    """The part of a page below the fold, drawn after the part above it.
+
+    The page's layout sends the first screen alone; a second callback (`register_deferred`)
+    fills this block right after, so its charts are computed while the browser draws the
+    first ones.
+    """
+    return html.Div(
+        [
+            dcc.Store(id=f"{prefix}-deferred-query", data=query),
+            html.Div(
+                html.P("Loading the charts below…", className="ett-note"),
+                id=f"{prefix}-deferred",
+                style={"minHeight": f"{min_height}px"},
+            ),
+        ]
+    )
+
+
+def register_deferred(prefix: str, render: Callable[[dict[str, Any]], Any]) -> None:
+    """The callback that fills `prefix`'s deferred block with `render(query)`."""
+
+    @callback(
+        Output(f"{prefix}-deferred", "children"),
+        Output(f"{prefix}-deferred", "style"),
+        Input(f"{prefix}-deferred-query", "data"),
+    )
+    def _fill(query: dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
+        return render(query or {}), {}
 
 
 def card(
@@ -35,15 +67,21 @@ def card(
     return html.Div(children, className="ett-card")
 
 
-def trend_note(trend_pp: float | None, base_pct: float | None) -> tuple[str | None, str]:
+def trend_note(
+    trend_pp: float | None,
+    base_pct: float | None,
+    base_gpu_h: float | None = None,
+    current_gpu_h: float | None = None,
+) -> tuple[str | None, str]:
     """A trend in points with the base it compares against, and its class (coloured by sign).
 
-    No note when there is no base to compare against.
+    No note when there is no base, or when the base range ran too few GPU-hours to mean
+    anything (numbers.base_too_small).
     """
-    if trend_pp is None or base_pct is None:
+    if trend_pp is None or base_pct is None or numbers.base_too_small(base_gpu_h, current_gpu_h):
         return None, ""
     sign = "ett-up" if trend_pp > 0.05 else "ett-down" if trend_pp < -0.05 else ""
-    return f"{trend_pp:+.1f} points vs {base_pct:.1f}% in the range before", sign
+    return f"{numbers.points(trend_pp)} vs {numbers.pct(base_pct)} in the range before", sign
 
 
 def cards(items: Sequence[html.Div]) -> html.Div:
@@ -311,20 +349,34 @@ def table(
         page_size=page_size,
         markdown_options={"link_target": "_self"},
         style_table={"overflowX": "auto"},
-        style_cell={"fontSize": 13, "padding": "4px 8px", "fontFamily": FONT},
+        # Headers and text wrap, so a table fits its box at common widths (900 px included)
+        # instead of pushing its last columns out of view; a wider one still scrolls.
+        style_cell={
+            "fontSize": 13,
+            "padding": "4px 8px",
+            "fontFamily": FONT,
+            "whiteSpace": "normal",
+            "height": "auto",
+            "maxWidth": 260,
+        },
         css=[{"selector": ".dash-cell p", "rule": "margin: 0;"}],
-        style_header={"fontWeight": "bold", "backgroundColor": "#f3f3f3"},
+        style_header={
+            "fontWeight": "bold",
+            "backgroundColor": "#f3f3f3",
+            "whiteSpace": "normal",
+            "height": "auto",
+        },
         style_cell_conditional=[{"if": {"type": "text"}, "textAlign": "left"}],
     )
 
 
-def num_col(col_id: str, name: str, decimals: int = 1) -> dict[str, Any]:
-    """A numeric table column shown with fixed decimals."""
+def num_col(col_id: str, name: str, decimals: int = 1, *, signed: bool = False) -> dict[str, Any]:
+    """A numeric table column: thousands separators, fixed decimals (a sign when `signed`)."""
     return {
         "id": col_id,
         "name": name,
         "type": "numeric",
-        "format": {"specifier": f",.{decimals}f"},
+        "format": {"specifier": f"{'+' if signed else ''},.{decimals}f"},
     }
 
 

@@ -15,16 +15,20 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from backend.advice import service as advice_service
+from backend.alerts import acks as alert_acks
 from backend.alerts import history as alerts_history
-from backend.alerts import service as alerts_service
+from backend.alerts import read as alert_read
+from backend.alerts import silences as alert_silences
+from backend.alerts import store
 from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.db import describe_error
 from backend.ett import read as ett_service
 from backend.ett.catalogue import COMPONENTS
-from backend.fleet import service as fleet_service
 from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
+from backend.metrics import core as metrics_core
+from backend.metrics import fleet as fleet_service
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
 from backend.workloads import service as workloads_service
@@ -403,6 +407,7 @@ def fleet_view(filters: Filters) -> FleetView:
             "bucket": _bucket_dates([p["bucket"] for p in points]),
             "ett_pct": [p["ett_pct"] for p in points],
             "wall_gpu_h": [p["wall_gpu_h"] for p in points],
+            "partial": [bool(p.get("partial")) for p in points],
         }
     )
     lost_rows = [
@@ -441,26 +446,10 @@ def fleet_view(filters: Filters) -> FleetView:
 
 def _weighted_level1(jobs: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
     """GPU-weighted TTS per job and TTR per failure, and NoF per job, grouped by `key`."""
-    w = jobs["gpus"].astype(float).fillna(0.0)  # a job of unknown size weighs nothing
-    frame = pd.DataFrame(
-        {
-            "x": key,
-            "w": w,
-            "tts_w": jobs["tts_s"].astype(float).fillna(0.0) * w,
-            "rec_w": jobs["recovery_s"].astype(float).fillna(0.0) * w,
-            "nof_w": jobs["nof"].astype(float).fillna(0.0) * w,
-        }
+    points = metrics_core.weighted_level1(
+        zip(key, jobs["gpus"], jobs["tts_s"], jobs["recovery_s"], jobs["nof"], strict=True)
     )
-    g = frame.groupby("x", as_index=False).sum()
-    w_sum = g["w"].where(g["w"] > 0)
-    return pd.DataFrame(
-        {
-            "x": g["x"],
-            "tts_min": g["tts_w"] / w_sum / 60.0,
-            "ttr_min": (g["rec_w"] / g["nof_w"].where(g["nof_w"] > 0)) / 60.0,
-            "nof": g["nof_w"] / w_sum,
-        }
-    )
+    return pd.DataFrame(points, columns=["x", "tts_min", "ttr_min", "nof"])
 
 
 def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -703,7 +692,7 @@ def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
     the end of past days and weeks; `ett demo` backfills them).
     """
     with session() as s:
-        specs = [x for x in alerts_service.list_slos(db_session=s, owner=owner) if x.enabled]
+        specs = [x for x in store.list_slos(db_session=s, owner=owner) if x.enabled]
         stored = alerts_history.points(
             db_session=s,
             names=[x.name for x in specs],
@@ -711,7 +700,7 @@ def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:
             end=filters.end_ts,
         )
         latest: dict[str, list[float]] = {}
-        for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=5_000):
+        for a in alert_read.list_alerts(db_session=s, owner=owner, limit=5_000):
             if a.value is not None:
                 latest.setdefault(a.slo_name, []).append(a.value)
     out = []
@@ -727,13 +716,13 @@ def alerts_view(
 ) -> dict[str, list[dict[str, Any]]]:
     """SLOs, alerts (not inactive) and silences, optionally one owner's (alerts: one component's)."""
     with read_session() as s:
-        slos = [spec.to_doc() for spec in alerts_service.list_slos(db_session=s, owner=owner)]
+        slos = [spec.to_doc() for spec in store.list_slos(db_session=s, owner=owner)]
         states = [
             a
-            for a in alerts_service.list_alerts(db_session=s, owner=owner, limit=200)
+            for a in alert_read.list_alerts(db_session=s, owner=owner, limit=200)
             if a.state != "inactive" and (not component or a.component == component)
         ]
-        acks = alerts_service.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
+        acks = alert_acks.acks_for(db_session=s, fingerprints=[a.fingerprint for a in states])
         alerts = [
             {
                 "fingerprint": a.fingerprint,
@@ -770,6 +759,6 @@ def alerts_view(
                 "active": x.starts_at <= now < x.ends_at,
                 "comment": x.comment or "",
             }
-            for x in alerts_service.list_silences(db_session=s, owner=owner)
+            for x in alert_silences.list_silences(db_session=s, owner=owner)
         ]
     return {"slos": slos, "alerts": alerts, "silences": silences}

@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 # Effective training is the only "good" time: green. Every lost component gets its own hue,
-# stable across pages, so a reader learns the legend once.
+# stable across pages, so a reader learns the legend once. Red means one thing: bad (a
+# regression, an SLO breach, a fall in ETT%); no component, failure kind or Level-1 part is red.
 COMPONENT_COLORS: dict[str, str] = {
     "scheduling": "#8c8c8c",
     "hardware_setup": "#9467bd",
     "trainer_init": "#1f77b4",
     "pt2_compile": "#ff7f0e",
     "effective_training": "#2ca02c",
-    "wasted_training": "#d62728",
+    "wasted_training": "#a6761d",
     "shutdown": "#8c564b",
     "unattributed": "#e377c2",
 }
 
-# Wasted training split by kind: shades of the wasted_training red.
+# Wasted training split by kind: shades of the wasted_training ochre.
 WASTE_COLORS: dict[str, str] = {
-    "replay": "#d62728",
-    "checkpoint_blocking": "#ff9896",
-    "stalled": "#7f0000",
+    "replay": "#a6761d",
+    "checkpoint_blocking": "#e6c27a",
+    "stalled": "#5c410f",
 }
 
 FAILURE_COLORS: dict[str, str] = {
     "preemption": "#17becf",
-    "app_error": "#d62728",
+    "app_error": "#393b79",
     "infra": "#9467bd",
     "induced": "#bcbd22",
     "unknown": "#7f7f7f",
@@ -33,8 +34,8 @@ FAILURE_COLORS: dict[str, str] = {
 # The four Level-1 parts of lost time (paper Fig. 6 and the compare page).
 L1_COLORS: dict[str, str] = {
     "tts": "#1f77b4",
-    "recovery": "#d62728",
-    "checkpoint": "#ff9896",
+    "recovery": "#7b4173",
+    "checkpoint": "#e6c27a",
     "shutdown": "#8c564b",
 }
 
@@ -54,7 +55,7 @@ OWNER_CYCLE: tuple[str, ...] = (
     "#4c78a8",
     "#f58518",
     "#54a24b",
-    "#e45756",
+    "#79706e",
     "#72b7b2",
     "#b279a2",
     "#ff9da6",
@@ -63,6 +64,9 @@ OWNER_CYCLE: tuple[str, ...] = (
     "#eeca3b",
 )
 OTHER_COLOR = "#c7c7c7"
+# Bad news only: regressions, breached SLOs, falling trends (style.css .ett-down matches).
+BAD_COLOR = "#d62728"
+GOOD_COLOR = "#2ca02c"
 
 
 def component_color(component: str) -> str:

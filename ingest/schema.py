@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired, Union
 
 from pydantic import (
@@ -12,13 +11,13 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
 )
 from typing_extensions import TypedDict
 
 from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
 from backend.text import text_problem
+from backend.timefmt import MAX_EPOCH_S, parse_time
 
 # First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
 PHASE_ROOTS = (
@@ -26,59 +25,10 @@ PHASE_ROOTS = (
     CUSTOM_PREFIX.rstrip("."),
 )
 TIME_FIELDS = ("ts", "start", "end", "blocking_end", "committed")
-# The window of instants an event may carry, by default (settings ETT_EVENT_TIME_MIN/MAX):
-# 2000-01-01 .. 2100-01-01 UTC. Catches milliseconds sent as seconds and zeroed clocks.
-MIN_EPOCH_S = 946_684_800.0
-MAX_EPOCH_S = 4_102_444_800.0
 # Deepest nesting of objects/arrays inside one event (a job's config, its labels).
 MAX_DEPTH = 32
 # Integers must fit a signed 64-bit column and a float without overflow.
 MAX_INT = 2**63 - 1
-
-
-def _utc_day(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d")
-
-
-def parse_time(value: Any, info: ValidationInfo | None = None) -> float:
-    """RFC 3339 with an offset, or Unix epoch seconds, to epoch seconds (float).
-
-    The instant must lie in the time window: `info.context["time_window"]` when validating
-    with a context, else MIN_EPOCH_S..MAX_EPOCH_S.
-    """
-    if isinstance(value, bool):
-        raise ValueError("expected an RFC 3339 time with an offset or epoch seconds, got a boolean")
-    if isinstance(value, int | float):
-        seconds = float(value)
-        if not math.isfinite(seconds):
-            raise ValueError("must be a finite number of epoch seconds")
-    elif isinstance(value, str):
-        text = value.strip()
-        if len(text) > 64:
-            raise ValueError("time string too long")
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not an RFC 3339 time (e.g. 2026-05-01T12:00:00.250Z)"
-            ) from None
-        if parsed.tzinfo is None or "T" not in text.upper() and " " not in text:
-            raise ValueError(
-                f"{value!r} has no UTC offset; add 'Z' or '+HH:MM' (e.g. 2026-05-01T12:00:00Z)"
-            )
-        seconds = parsed.timestamp()
-    else:
-        raise ValueError(
-            f"expected an RFC 3339 time with an offset or epoch seconds, got {type(value).__name__}"
-        )
-    context = info.context if info is not None else None
-    lo, hi = (context or {}).get("time_window") or (MIN_EPOCH_S, MAX_EPOCH_S)
-    if not lo <= seconds <= hi:
-        raise ValueError(
-            f"{seconds!r} is outside {_utc_day(lo)}..{_utc_day(hi)} in epoch seconds "
-            "(settings ETT_EVENT_TIME_MIN, ETT_EVENT_TIME_MAX; milliseconds sent as seconds?)"
-        )
-    return seconds
 
 
 def _check_phase(value: Any) -> Any:
@@ -353,11 +303,6 @@ def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) 
     if etype in ("job_submitted", "job_ended"):
         event["attempt"] = None
     return event
-
-
-def event_time(event: dict[str, Any]) -> float:
-    """The instant an event is about (its ts, else its start)."""
-    return event["ts"] if "ts" in event else event["start"]
 
 
 def event_json_schema() -> dict[str, Any]:

@@ -8,16 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Text, case, cast, func, select, text, tuple_, update
+from sqlalchemy import case, func, select, text, update
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
 from backend.auth.service import allows_model
 from backend.db import insert_for
 from backend.ett.timeline import canonical_json
+from backend.events import store as event_store
+from backend.events.store import event_time
 from backend.jobs.models import Job, Model
-from ingest.models import RawEvent, RejectedEvent
-from ingest.schema import EventError, event_time, validate_event
+from ingest.schema import EventError, validate_event
 
 MAX_KEPT_RAW_CHARS = 65_536
 
@@ -177,7 +178,9 @@ def ingest_batch(
     if valid:
         valid, models = _resolve_models(db_session, token, valid, reject)
     if valid:
-        inserted = _insert_raw(db_session, [ev for _, ev in valid], now)
+        inserted = event_store.insert_new(
+            db_session=db_session, events=[ev for _, ev in valid], now=now
+        )
         new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
         replaced = _settle_conflicts(
             db_session,
@@ -190,8 +193,7 @@ def ingest_batch(
         )
         result.accepted = len(new) + len(replaced)
         result.job_ids = _mark_jobs(db_session, new + replaced, models, now)
-    if rejected_rows:
-        db_session.execute(insert_for(db_session, RejectedEvent.__table__), rejected_rows)
+    event_store.add_rejected(db_session=db_session, rows=rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
 
@@ -218,19 +220,9 @@ def _settle_conflicts(
     """
     if not known:
         return []
-    rt = RawEvent.__table__
-    keys = {(ev["job_id"], ev["event_id"]) for _, ev in known}
-    stored: dict[tuple[str, str], tuple[int, str]] = {}
-    ordered = sorted(keys)
-    for k in range(0, len(ordered), 500):
-        rows = db_session.execute(
-            select(rt.c.id, rt.c.job_id, rt.c.event_id, cast(rt.c.payload, Text))
-            .where(tuple_(rt.c.job_id, rt.c.event_id).in_(ordered[k : k + 500]))
-            .order_by(rt.c.job_id, rt.c.event_id)
-            .with_for_update()  # two batches settling one conflict take turns (Postgres)
-        )
-        for row_id, job_id, event_id, payload in rows:
-            stored[(job_id, event_id)] = (row_id, payload)
+    stored = event_store.stored_copies(
+        db_session=db_session, keys=[(ev["job_id"], ev["event_id"]) for _, ev in known]
+    )
     replaced: list[dict[str, Any]] = []
     for index, ev in known:
         key = (ev["job_id"], ev["event_id"])
@@ -246,17 +238,7 @@ def _settle_conflicts(
         if canonical_json(ev) >= canonical_json(old):
             reject(index, ev, CONFLICT_ERROR)
             continue
-        db_session.execute(
-            update(rt)
-            .where(rt.c.id == row_id)
-            .values(
-                type=ev["type"],
-                attempt=ev["attempt"],
-                ts=event_time(ev),
-                received_at=now,
-                payload=ev,
-            )
-        )
+        event_store.replace_copy(db_session=db_session, row_id=row_id, event=ev, now=now)
         rejected_rows.append(
             {
                 "received_at": now,
@@ -285,16 +267,7 @@ def keep_rejected(
         "raw": _raw_text(raw),
         "token_name": token.name if token is not None else None,
     }
-    db_session.execute(insert_for(db_session, RejectedEvent.__table__), [row])
-
-
-_PG_INSERT_RAW = text(
-    "INSERT INTO raw_events (event_id, job_id, type, attempt, ts, received_at, payload) "
-    "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
-    "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e "
-    "FROM jsonb_array_elements(CAST(:events AS jsonb)) AS e "
-    "ON CONFLICT (job_id, event_id) DO NOTHING RETURNING job_id, event_id"
-)
+    event_store.add_rejected(db_session=db_session, rows=[row])
 
 
 _PG_MARK_JOBS = text(
@@ -306,38 +279,6 @@ _PG_MARK_JOBS = text(
     "model = COALESCE(jobs.model, EXCLUDED.model), "
     "last_event_at = GREATEST(jobs.last_event_at, EXCLUDED.last_event_at)"
 )
-
-
-def _insert_raw(
-    db_session: Session, events: list[dict[str, Any]], now: float
-) -> set[tuple[str, str]]:
-    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted."""
-    # One key order for every batch, so that concurrent overlapping batches take the unique
-    # index's locks in the same order (no deadlock cycle on Postgres).
-    events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
-    if db_session.get_bind().dialect.name == "postgresql":
-        # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
-        # more to build and parse than the insert itself.
-        params = {"received_at": now, "events": orjson.dumps(events).decode()}
-        return {(j, e) for j, e in db_session.execute(_PG_INSERT_RAW, params)}
-    rows = [
-        {
-            "event_id": ev["event_id"],
-            "job_id": ev["job_id"],
-            "type": ev["type"],
-            "attempt": ev["attempt"],
-            "ts": event_time(ev),
-            "received_at": now,
-            "payload": ev,
-        }
-        for ev in events
-    ]
-    stmt = (
-        insert_for(db_session, RawEvent.__table__)
-        .on_conflict_do_nothing(index_elements=["job_id", "event_id"])
-        .returning(RawEvent.__table__.c.job_id, RawEvent.__table__.c.event_id)
-    )
-    return {(j, e) for j, e in db_session.execute(stmt, rows)}
 
 
 def _mark_jobs(
@@ -427,13 +368,3 @@ def _mark_jobs(
         ],
     )
     return job_ids
-
-
-def list_rejected(
-    *, db_session: Session, job_id: str | None = None, limit: int = 100, offset: int = 0
-) -> list[RejectedEvent]:
-    """Rejected events, newest first, for an operator."""
-    stmt = select(RejectedEvent).order_by(RejectedEvent.id.desc()).limit(limit).offset(offset)
-    if job_id is not None:
-        stmt = stmt.where(RejectedEvent.job_id == job_id)
-    return list(db_session.scalars(stmt))

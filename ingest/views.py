@@ -16,6 +16,7 @@ from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
 from backend.db import describe_error, is_retryable, with_retries
 from backend.deps import SessionDep
+from backend.events import store as event_store
 from backend.exporter.health import count_ingest
 from backend.timefmt import rfc3339
 from ingest import service
@@ -236,7 +237,9 @@ def get_rejected(
     offset: int = Query(0, ge=0),
 ) -> list[RejectedEventRead]:
     """Events that ingest refused, newest first, with the reason."""
-    rows = service.list_rejected(db_session=db_session, job_id=job_id, limit=limit, offset=offset)
+    rows = event_store.list_rejected(
+        db_session=db_session, job_id=job_id, limit=limit, offset=offset
+    )
     return [
         RejectedEventRead(
             received_at=rfc3339(r.received_at) or "",

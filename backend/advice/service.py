@@ -22,10 +22,9 @@ from backend.advice.checkpoint import (
 from backend.advice.critical_path import attempt_critical_path
 from backend.config import Settings
 from backend.ett.models import JobInterval, JobResult
-from backend.ett.timeline import build_timeline
 from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
-from ingest.models import RawEvent
+from backend.metrics import core as metrics
 
 DEFAULT_ADVICE_DAYS = 30.0
 BLOCKING = "checkpoint_blocking"
@@ -76,7 +75,7 @@ def checkpoint_advice(
         comps = j.components or {}
         t = float(comps.get("effective_training", 0.0)) + float(comps.get("wasted_training", 0.0))
         training_s += t
-        training_gpu_s += t * (j.gpus or 1)
+        training_gpu_s += metrics.gpu_s(t, j.gpus)
         replay_s += float((j.wasted or {}).get("replay", 0.0))
         failures += int(j.nof or 0)
         interval = (j.config or {}).get("checkpoint_interval_s")
@@ -121,7 +120,7 @@ def checkpoint_advice(
         if current is not None and tau_star is not None:
             saved = minutes_per_day_saved(current, tau_star, csbt, rate_per_s)
             days = (end - start) / DAY_S
-            gpu_h_day = training_gpu_s / days / 3600.0 * saved / 1440.0
+            gpu_h_day = metrics.gpu_h(training_gpu_s) / days * saved / 1440.0
 
     predicted_utt = failures * current / 2.0 if current is not None else None
     return {
@@ -165,11 +164,21 @@ def critical_path(
 ) -> dict[str, Any]:
     """Each attempt's init critical path, hidden work and fast-batch what-if (Eq. 4).
 
-    The path comes from the stored attributed intervals; the spans' full extent (to see the
-    work overlap hid) from the job's own phase events. LookupError for an unknown job.
+    Read from the engine's stored result: the path from the attributed intervals, the spans'
+    full extent (to see the work overlap hid) from the spans kept with the result. LookupError
+    for an unknown or not yet computed job.
     """
-    if db_session.get(JobResult, job_id) is None:
+    stored = db_session.execute(
+        select(JobResult.result["spans"]).where(JobResult.job_id == job_id)
+    ).one_or_none()
+    if stored is None:
         raise LookupError(f"unknown job {job_id!r} (or not computed yet)")
+    if stored[0] is None:
+        # Stored before results kept their spans (read sessions cannot mark it dirty).
+        raise LookupError(
+            f"job {job_id!r} was computed before results kept their spans; "
+            "recompute it (`ett recompute --all`) to see its critical path"
+        )
     rows = db_session.execute(
         select(
             JobInterval.attempt,
@@ -181,19 +190,9 @@ def critical_path(
         .where(JobInterval.job_id == job_id)
         .order_by(JobInterval.start)
     ).all()
-    events = list(
-        db_session.execute(
-            select(RawEvent.payload).where(RawEvent.job_id == job_id).order_by(RawEvent.id)
-        ).scalars()
-    )
-    timeline = build_timeline(
-        events,
-        now=time.time(),
-        heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else 300.0,
-    )
     spans: dict[int | None, list[tuple[str, float, float]]] = defaultdict(list)
-    for sp in timeline.spans:
-        spans[sp.attempt].append((sp.phase, sp.start, sp.end))
+    for attempt, phase, start, end in stored[0]:
+        spans[attempt].append((phase, start, end))
     by_attempt: dict[int | None, list[tuple[float, float, str, str | None]]] = defaultdict(list)
     for attempt, s, e, comp, phase in rows:
         by_attempt[attempt].append((s, e, comp, phase))

@@ -17,13 +17,13 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass as JSON.")] = False,
 ) -> None:
     """Run one evaluation pass: measure every SLO, move alert states, send queued notices."""
-    from backend.alerts import service
+    from backend.alerts import cycle
     from backend.db import Database
 
     settings = get_settings()
     db = Database(settings.database_url)
     try:
-        report = service.evaluate_once(db=db, settings=settings, release=True)
+        report = cycle.evaluate_once(db=db, settings=settings, release=True)
     finally:
         db.dispose()
     if as_json:
@@ -65,13 +65,13 @@ def list_alerts(
     ] = None,
 ) -> None:
     """Show alert instances, firing first."""
-    from backend.alerts import service
+    from backend.alerts import read
     from backend.db import Database
 
     db = Database(get_settings().database_url)
     try:
         with db.session() as s:
-            for a in service.list_alerts(db_session=s, owner=owner, state=state):
+            for a in read.list_alerts(db_session=s, owner=owner, state=state):
                 value = "-" if a.value is None else f"{a.value:.3g}"
                 typer.echo(
                     f"{a.state:9} {a.owner:12} {a.slo_name:28} {a.model or '':20} "

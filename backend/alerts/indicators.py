@@ -1,7 +1,8 @@
 """Service queries that measure an SLO's indicator over its window, from the per-job tables.
 
-Wall GPU-time is an interval's overlap with the window times the job's GPUs (job_intervals joined
-to job_results), so a long job counts in each window only for the instants it spent there.
+Shares of wall GPU-time and the ETT% floor come from the metrics layer (backend.metrics.window):
+an interval's overlap with the window times the job's GPUs, NULL GPUs as 1, one implementation
+for every scope (model, glob, labels).
 """
 
 from __future__ import annotations
@@ -9,30 +10,21 @@ from __future__ import annotations
 import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.alerts.content import Evaluation
 from backend.alerts.slos import SloSpec
 from backend.ett.models import JobInterval, JobResult
+from backend.ett.partition import EFFECTIVE
 from backend.fleet.models import FleetFailure
 from backend.jobs.models import Attempt, Job
+from backend.metrics import window
 
 TOP_N = 5
-
-
-@dataclass(frozen=True)
-class _Row:
-    job_id: str
-    model: str | None
-    gpus: int
-    component: str
-    phase: str | None
-    seconds: float
 
 
 def measure(
@@ -45,12 +37,8 @@ def measure(
     """
     t0, t1 = now - slo.window_s, now
     cache = {} if cache is None else cache
-    if slo.indicator in ("gpu_time_share", "ett_floor") and not slo.labels:
-        return _share_in_sql(db_session, slo, t0, t1, cache)
-    if slo.indicator == "gpu_time_share":
-        return _gpu_time_share(db_session, slo, t0, t1)
-    if slo.indicator == "ett_floor":
-        return _ett_floor(db_session, slo, t0, t1)
+    if slo.indicator in ("gpu_time_share", "ett_floor"):
+        return _share(db_session, slo, t0, t1, cache)
     if slo.indicator == "duration_percentile":
         return _duration_percentile(db_session, slo, t0, t1)
     if slo.indicator == "failures_per_job":
@@ -104,46 +92,6 @@ def _matches_phase(slo: SloSpec, component: str, phase: str | None) -> bool:
     return phase is not None and (phase == slo.phase or phase.startswith(slo.phase + "."))
 
 
-def _clipped_s(t0: float, t1: float) -> Any:
-    """An interval's seconds inside [t0, t1] (SQL)."""
-    lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
-    hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
-    return hi - lo
-
-
-def _clipped_rows(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[_Row]:
-    """Seconds of each (job, component, phase) inside the window, for jobs in the SLO's scope."""
-    stmt = (
-        select(
-            JobInterval.job_id,
-            JobResult.model,
-            JobResult.gpus,
-            JobInterval.component,
-            JobInterval.phase,
-            func.sum(_clipped_s(t0, t1)),
-        )
-        .join(JobResult, JobResult.job_id == JobInterval.job_id)
-        .where(JobInterval.end > t0, JobInterval.start < t1)
-        .group_by(
-            JobInterval.job_id,
-            JobResult.model,
-            JobResult.gpus,
-            JobInterval.component,
-            JobInterval.phase,
-        )
-    )
-    clause = _model_clause(slo)
-    if clause is not None:
-        stmt = stmt.where(clause)
-    rows = [
-        _Row(job_id, model, int(gpus or 1), component, phase, float(seconds or 0.0))
-        for job_id, model, gpus, component, phase, seconds in db_session.execute(stmt)
-        if _model_ok(slo, model)
-    ]
-    keep = _label_filter(db_session, slo, (r.job_id for r in rows))
-    return rows if keep is None else [r for r in rows if r.job_id in keep]
-
-
 def _group(slo: SloSpec, items: Iterable[Any], model_of: Any) -> dict[str | None, list[Any]]:
     groups: dict[str | None, list[Any]] = defaultdict(list)
     for item in items:
@@ -152,86 +100,6 @@ def _group(slo: SloSpec, items: Iterable[Any], model_of: Any) -> dict[str | None
 
 
 # ---- share of wall GPU-time and the ETT% floor -----------------------------------------------------
-
-
-def _share_evaluation(
-    rows: list[_Row], hit: Any, model: str | None, *, drivers_high: bool
-) -> Evaluation:
-    """100 x GPU-seconds that hit / all GPU-seconds, with the models and jobs that drive it."""
-    per_job_hit: dict[str, float] = defaultdict(float)
-    per_job_all: dict[str, float] = defaultdict(float)
-    per_model_hit: dict[str | None, float] = defaultdict(float)
-    per_model_all: dict[str | None, float] = defaultdict(float)
-    job_model: dict[str, str | None] = {}
-    for r in rows:
-        gpu_s = r.seconds * r.gpus
-        per_job_all[r.job_id] += gpu_s
-        per_model_all[r.model] += gpu_s
-        job_model[r.job_id] = r.model
-        if hit(r):
-            per_job_hit[r.job_id] += gpu_s
-            per_model_hit[r.model] += gpu_s
-    total = sum(per_job_all.values())
-    if total <= 0:
-        return Evaluation(value=None, jobs=0, model=model)
-    value = 100.0 * sum(per_job_hit.values()) / total
-
-    def pct(h: dict[Any, float], a: dict[Any, float], key: Any) -> float:
-        return 100.0 * h.get(key, 0.0) / a[key] if a[key] > 0 else 0.0
-
-    if drivers_high:
-        # Who contributes the most GPU-seconds to the breaching component.
-        job_order = sorted(per_job_hit, key=lambda j: -per_job_hit[j])
-        model_order = sorted(per_model_hit, key=lambda m: -per_model_hit[m])
-    else:
-        # For a floor: who loses the most GPU-seconds outside effective training.
-        job_order = sorted(per_job_all, key=lambda j: -(per_job_all[j] - per_job_hit.get(j, 0.0)))
-        model_order = sorted(
-            per_model_all, key=lambda m: -(per_model_all[m] - per_model_hit.get(m, 0.0))
-        )
-    return Evaluation(
-        value=value,
-        jobs=len(per_job_all),
-        model=model,
-        models=[
-            {"model": m, "value": pct(per_model_hit, per_model_all, m)}
-            for m in model_order[:TOP_N]
-            if m is not None
-        ],
-        job_drivers=[
-            {
-                "job_id": j,
-                "model": job_model[j],
-                "value": pct(per_job_hit, per_job_all, j),
-            }
-            for j in job_order[:TOP_N]
-        ],
-    )
-
-
-def _gpu_time_share(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
-    rows = _clipped_rows(db_session, slo, t0, t1)
-    return [
-        _share_evaluation(
-            group, lambda r: _matches_phase(slo, r.component, r.phase), model, drivers_high=True
-        )
-        for model, group in sorted(_group(slo, rows, lambda r: r.model).items(), key=_key)
-    ]
-
-
-def _ett_floor(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
-    rows = _clipped_rows(db_session, slo, t0, t1)
-    return [
-        _share_evaluation(
-            group, lambda r: r.component == "effective_training", model, drivers_high=False
-        )
-        for model, group in sorted(_group(slo, rows, lambda r: r.model).items(), key=_key)
-        if model is not None
-    ]
-
-
-def _clipped_gpu_s(t0: float, t1: float) -> Any:
-    return _clipped_s(t0, t1) * JobResult.gpus
 
 
 def _phase_clause(slo: SloSpec) -> Any:
@@ -243,146 +111,50 @@ def _phase_clause(slo: SloSpec) -> Any:
     return clause
 
 
-def _window_totals(
-    db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
-) -> tuple[list[tuple[str | None, str, str | None, float]], dict[str | None, int]]:
-    """GPU-seconds per (model, component, phase) and jobs per model in the window (cached)."""
-    key = ("totals", t0, t1, slo.model)
-    if key in cache:
-        return cache[key]
-    where = [JobInterval.end > t0, JobInterval.start < t1]
-    clause = _model_clause(slo)
-    if clause is not None:
-        where.append(clause)
-    totals = [
-        (model, component, phase, float(gpu_s or 0.0))
-        for model, component, phase, gpu_s in db_session.execute(
-            select(
-                JobResult.model,
-                JobInterval.component,
-                JobInterval.phase,
-                func.sum(_clipped_gpu_s(t0, t1)),
-            )
-            .join(JobResult, JobResult.job_id == JobInterval.job_id)
-            .where(*where)
-            .group_by(JobResult.model, JobInterval.component, JobInterval.phase)
-        )
-        if _model_ok(slo, model)
-    ]
-    jobs = {
-        model: int(n)
-        for model, n in db_session.execute(
-            select(JobResult.model, func.count(func.distinct(JobInterval.job_id)))
-            .join(JobResult, JobResult.job_id == JobInterval.job_id)
-            .where(*where)
-            .group_by(JobResult.model)
-        )
-        if _model_ok(slo, model)
-    }
-    cache[key] = (totals, jobs)
-    return totals, jobs
-
-
-def _top_jobs(
-    db_session: Session,
-    slo: SloSpec,
-    t0: float,
-    t1: float,
-    ranked: Any,
-    hit: Any,
-    *,
-    per_model: bool,
-) -> dict[str | None, list[dict[str, Any]]]:
-    """The jobs with the most GPU-seconds in `ranked`, each with its own % of `hit`.
-
-    Keyed by model when per_model (one query for every model), else under None.
-    """
-    gpu_s = _clipped_gpu_s(t0, t1)
-    where = [JobInterval.end > t0, JobInterval.start < t1]
-    if (clause := _model_clause(slo)) is not None:
-        where.append(clause)
-    score = func.sum(case((ranked, gpu_s), else_=0.0))
-    stmt = (
-        select(
-            JobInterval.job_id,
-            JobResult.model,
-            score,
-            func.sum(case((hit, gpu_s), else_=0.0)),
-            func.sum(gpu_s),
-        )
-        .join(JobResult, JobResult.job_id == JobInterval.job_id)
-        .where(*where)
-        .group_by(JobInterval.job_id, JobResult.model)
-        .having(score > 0)
-        .order_by(score.desc(), JobInterval.job_id)
-    )
-    if not per_model and not (slo.model and _is_glob(slo.model)):
-        stmt = stmt.limit(TOP_N)
-    out: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-    for job_id, m, _score, hit_s, all_s in db_session.execute(stmt):
-        if not _model_ok(slo, m):
-            continue
-        group = out[m if per_model else None]
-        if len(group) < TOP_N:
-            share = 100.0 * float(hit_s or 0) / float(all_s or 1)
-            group.append({"job_id": job_id, "model": m, "value": share})
-    return out
-
-
-def _share_in_sql(
+def _share(
     db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
 ) -> list[Evaluation]:
-    """Share of wall GPU-time (or the ETT% floor) with the sums done by the database."""
-    totals, jobs = _window_totals(db_session, slo, t0, t1, cache)
+    """Share of wall GPU-time in the SLO's component (or the ETT% floor), from the metrics layer."""
     floor = slo.indicator == "ett_floor"
+    exact = slo.model if slo.model and not _is_glob(slo.model) else None
+    labels = dict(slo.labels) if slo.labels else None
+    scope = {"model": exact, "labels": labels, "model_ok": lambda m: _model_ok(slo, m)}
+    key = ("totals", t0, t1, slo.model, tuple(sorted((labels or {}).items())))
+    if key not in cache:
+        cache[key] = window.window_totals(db_session=db_session, start=t0, end=t1, **scope)
+    totals, jobs = cache[key]
 
     def is_hit(component: str, phase: str | None) -> bool:
         if floor:
-            return component == "effective_training"
+            return component == EFFECTIVE
         return _matches_phase(slo, component, phase)
 
-    hit_sql = JobInterval.component == "effective_training" if floor else _phase_clause(slo)
+    hit_sql = JobInterval.component == EFFECTIVE if floor else _phase_clause(slo)
     # Who drives it: for a ceiling, the most GPU-seconds in the component; for a floor, the
     # most GPU-seconds lost outside effective training.
-    ranked_sql = JobInterval.component != "effective_training" if floor else hit_sql
-    per_model_hit: dict[str | None, float] = defaultdict(float)
-    per_model_all: dict[str | None, float] = defaultdict(float)
-    for model, component, phase, gpu_s in totals:
-        per_model_all[model] += gpu_s
-        if is_hit(component, phase):
-            per_model_hit[model] += gpu_s
-    if slo.per_model:
-        groups: dict[str | None, list[str | None]] = {
-            m: [m] for m in per_model_all if m is not None
-        }
-    else:
-        groups = {None: list(per_model_all)}
-    top = _top_jobs(db_session, slo, t0, t1, ranked_sql, hit_sql, per_model=slo.per_model)
-    out = []
-    for group_model, members in sorted(groups.items(), key=lambda kv: kv[0] or ""):
-        total = sum(per_model_all[m] for m in members)
-        if total <= 0:
-            continue
-        hit = sum(per_model_hit[m] for m in members)
-
-        def rank(m: str | None) -> float:
-            return per_model_all[m] - per_model_hit[m] if floor else per_model_hit[m]
-
-        models = [
-            {"model": m, "value": 100.0 * per_model_hit[m] / per_model_all[m]}
-            for m in sorted(members, key=lambda m: -rank(m))
-            if m is not None and per_model_all[m] > 0 and rank(m) > 0
-        ][:TOP_N]
-        out.append(
-            Evaluation(
-                value=100.0 * hit / total,
-                jobs=sum(jobs.get(m, 0) for m in members),
-                model=group_model,
-                models=models,
-                job_drivers=top.get(group_model, []),
-            )
+    ranked_sql = JobInterval.component != EFFECTIVE if floor else hit_sql
+    top = window.top_jobs(
+        db_session=db_session,
+        start=t0,
+        end=t1,
+        ranked=ranked_sql,
+        hit=hit_sql,
+        per_model=slo.per_model,
+        limit_in_sql=not (slo.model and _is_glob(slo.model)),
+        **scope,
+    )
+    return [
+        Evaluation(
+            value=share.value,
+            jobs=share.jobs,
+            model=share.model,
+            models=share.models,
+            job_drivers=top.get(share.model, []),
         )
-    return out
+        for share in window.shares(
+            totals, jobs, is_hit=is_hit, per_model=slo.per_model, rank_lost=floor
+        )
+    ]
 
 
 def _key(item: tuple[str | None, Any]) -> str:
@@ -547,7 +319,7 @@ def _no_progress(db_session: Session, slo: SloSpec, t0: float, t1: float) -> lis
         chunk = ids[i : i + 500]
         for job_id, end in db_session.execute(
             select(JobInterval.job_id, func.max(JobInterval.end))
-            .where(JobInterval.job_id.in_(chunk), JobInterval.component == "effective_training")
+            .where(JobInterval.job_id.in_(chunk), JobInterval.component == EFFECTIVE)
             .group_by(JobInterval.job_id)
         ):
             since[job_id] = max(since[job_id], float(end))

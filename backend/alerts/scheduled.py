@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from backend.alerts import service
+from backend.alerts import cycle, dispatch, evaluation, lease
 from backend.config import Settings
 from backend.db import Database
 from backend.workers import PeriodicWorker
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 
 class AlertEvaluator(PeriodicWorker):
-    """Runs service.evaluate_once every settings.alert_eval_interval_s until stopped."""
+    """Runs cycle.evaluate_once every settings.alert_eval_interval_s until stopped."""
 
     name = "alerts"
 
@@ -22,11 +22,11 @@ class AlertEvaluator(PeriodicWorker):
         super().__init__(interval_s=max(1.0, float(settings.alert_eval_interval_s)))
         self.settings = settings
         self.db = db
-        self.holder = holder or service.default_holder()
+        self.holder = holder or lease.default_holder()
 
-    def tick(self) -> service.EvaluationReport:
+    def tick(self) -> evaluation.EvaluationReport:
         """One pass (it does nothing but return evaluated=False when another holds the lease)."""
-        report = service.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
+        report = cycle.evaluate_once(db=self.db, settings=self.settings, holder=self.holder)
         for fp, old, new in report.transitions:
             log.info("alert %s: %s -> %s", fp, old, new)
         return report
@@ -34,7 +34,7 @@ class AlertEvaluator(PeriodicWorker):
     def on_stop(self) -> None:
         """Hand the lease to the next replica at once rather than at its expiry."""
         with self.db.session() as s:
-            service.release_lease(db_session=s, holder=self.holder)
+            lease.release_lease(db_session=s, holder=self.holder)
 
 
 class DeliveryWorker(PeriodicWorker):
@@ -49,11 +49,11 @@ class DeliveryWorker(PeriodicWorker):
         super().__init__(interval_s=max(0.5, float(settings.alert_delivery_interval_s)))
         self.settings = settings
         self.db = db
-        self.holder = holder or service.default_holder()
+        self.holder = holder or lease.default_holder()
 
-    def tick(self) -> service.EvaluationReport:
+    def tick(self) -> evaluation.EvaluationReport:
         """One round of sending what is claimable now."""
-        return service.dispatch_pending(db=self.db, settings=self.settings, holder=self.holder)
+        return dispatch.dispatch_pending(db=self.db, settings=self.settings, holder=self.holder)
 
 
 def make_alert_evaluator(settings: Settings, db: Database) -> AlertEvaluator | None:

@@ -8,14 +8,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 from pydantic import BaseModel
 
-from backend.alerts import service
+from backend.alerts import acks, read, store
+from backend.alerts import silences as alert_silences
 from backend.alerts.models import AckCreate, Silence, SilenceCreate
 from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.text import CleanStr
-from backend.timefmt import rfc3339
-from ingest.schema import parse_time
+from backend.timefmt import parse_time, rfc3339
 
 router = APIRouter(tags=["alerts"])
 
@@ -48,7 +48,7 @@ class SloRead(BaseModel):
 
 
 def _slo_read(spec: SloSpec) -> SloRead:
-    return SloRead(**service.slo_doc(spec))
+    return SloRead(**read.slo_doc(spec))
 
 
 @router.get("/slos", response_model=list[SloRead])
@@ -58,13 +58,13 @@ def get_slos(
     owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
 ) -> list[SloRead]:
     """Every SLO (from the SLO file and the admin API), optionally one owner's."""
-    return [_slo_read(s) for s in service.list_slos(db_session=db_session, owner=owner)]
+    return [_slo_read(s) for s in store.list_slos(db_session=db_session, owner=owner)]
 
 
 @router.get("/slos/{name}", response_model=SloRead)
 def get_slo(name: SloName, db_session: SessionDep, _: ReadAccess) -> SloRead:
     """One SLO."""
-    spec = service.get_slo(db_session=db_session, name=name)
+    spec = store.get_slo(db_session=db_session, name=name)
     if spec is None:
         raise HTTPException(404, f"no SLO named {name!r}")
     return _slo_read(spec)
@@ -75,7 +75,7 @@ def put_slo(name: SloName, spec: SloSpec, db_session: SessionDep, _: AdminAccess
     """Create or replace an SLO (admin); it then overrides a file SLO of the same name."""
     if spec.name != name:
         raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
-    service.put_slo(db_session=db_session, spec=spec)
+    store.put_slo(db_session=db_session, spec=spec)
     db_session.commit()
     return _slo_read(spec)
 
@@ -83,7 +83,7 @@ def put_slo(name: SloName, spec: SloSpec, db_session: SessionDep, _: AdminAccess
 @router.delete("/slos/{name}", status_code=204)
 def delete_slo(name: SloName, db_session: SessionDep, _: AdminAccess) -> Response:
     """Delete an SLO (admin); its firing alerts resolve on the next evaluation."""
-    if not service.delete_slo(db_session=db_session, name=name):
+    if not store.delete_slo(db_session=db_session, name=name):
         raise HTTPException(404, f"no SLO named {name!r}")
     db_session.commit()
     return Response(status_code=204)
@@ -101,7 +101,7 @@ def get_alerts(
     limit: int = Query(500, ge=1, le=5000),
 ) -> list[dict[str, Any]]:
     """Alert instances (filters: owner, state, component, model, slo), firing first."""
-    states = service.list_alerts(
+    states = read.list_alerts(
         db_session=db_session,
         owner=owner,
         state=state,
@@ -110,7 +110,7 @@ def get_alerts(
         slo=slo,
         limit=limit,
     )
-    return service.alert_docs(db_session=db_session, states=states, now=time.time())
+    return read.alert_docs(db_session=db_session, states=states, now=time.time())
 
 
 @router.post("/alerts/{fingerprint}/ack", status_code=201)
@@ -122,7 +122,7 @@ def ack_alert(
 ) -> dict[str, Any]:
     """Acknowledge an alert's current episode, as the admin token's name."""
     try:
-        ack = service.acknowledge(
+        ack = acks.acknowledge(
             db_session=db_session,
             fingerprint=fingerprint,
             acknowledged_by=token.name,
@@ -151,10 +151,10 @@ def get_silences(
 ) -> list[dict[str, Any]]:
     """Silences, newest first; active=true keeps those in force now."""
     now = time.time()
-    rows = service.list_silences(
+    rows = alert_silences.list_silences(
         db_session=db_session, active_at=now if active else None, owner=owner
     )
-    return [service.silence_doc(s, now) for s in rows]
+    return [read.silence_doc(s, now) for s in rows]
 
 
 @router.post("/silences", status_code=201)
@@ -177,7 +177,7 @@ def post_silence(
             ends = starts + parse_duration(body.duration)
         else:
             raise ValueError("give ends_at (RFC 3339 or epoch seconds) or a duration such as 2h")
-        row = service.create_silence(
+        row = alert_silences.create_silence(
             db_session=db_session,
             owner=body.owner,
             component=body.component,
@@ -192,7 +192,7 @@ def post_silence(
     except ValueError as err:
         raise HTTPException(422, str(err)) from err
     db_session.commit()
-    return service.silence_doc(row, now)
+    return read.silence_doc(row, now)
 
 
 @router.delete("/silences/{silence_id}")
@@ -200,10 +200,10 @@ def delete_silence(
     silence_id: Annotated[int, Path(ge=1, le=2**63 - 1)], db_session: SessionDep, _: AdminAccess
 ) -> dict[str, Any]:
     """Expire a silence now."""
-    if not service.expire_silence(db_session=db_session, silence_id=silence_id):
+    if not alert_silences.expire_silence(db_session=db_session, silence_id=silence_id):
         raise HTTPException(404, f"no silence {silence_id}")
     db_session.commit()
-    return service.silence_doc(db_session.get(Silence, silence_id), time.time())
+    return read.silence_doc(db_session.get(Silence, silence_id), time.time())
 
 
 @router.put("/owners/{owner}/channels/{name}")
@@ -217,7 +217,7 @@ def put_channel(
     """Create or replace one of an owner's channels (admin)."""
     if spec.name != name:
         raise HTTPException(400, f"the body's name {spec.name!r} differs from the path's {name!r}")
-    row = service.put_channel(db_session=db_session, owner=owner, spec=spec)
+    row = store.put_channel(db_session=db_session, owner=owner, spec=spec)
     db_session.commit()
     return {"owner": owner, "name": row.name, "kind": row.kind, "enabled": row.enabled}
 
@@ -236,7 +236,7 @@ def get_channels(
             "enabled": c.enabled,
             "source": c.source,
         }
-        for c in service.list_channels(db_session=db_session, owner=owner)
+        for c in store.list_channels(db_session=db_session, owner=owner)
     ]
 
 
@@ -248,6 +248,6 @@ def owner_status(
     _: ReadAccess,
 ) -> dict[str, Any]:
     """An owner's SLOs with their current value and state, firing alerts, silences, deliveries."""
-    return service.owner_status(
+    return read.owner_status(
         db_session=db_session, owner=owner, now=time.time(), public_url=settings.public_url
     )

@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from backend.compare.cascade import compare_pair, compare_set, lost_parts
 from backend.ett.models import JobResult
-from backend.fleet.service import scope_models
 from backend.jobs.models import Job
+from backend.metrics.reads import scope_models
 
 
 def _summaries(s: Session, where: list[Any]) -> list[dict[str, Any]]:

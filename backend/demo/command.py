@@ -19,7 +19,7 @@ DEFAULT_DAYS = 182.0
 def _database_is_empty(database: Database) -> bool:
     from sqlalchemy import select
 
-    from ingest.models import RawEvent
+    from backend.events.models import RawEvent
 
     with database.session() as s:
         return s.scalar(select(RawEvent.event_id).limit(1)) is None

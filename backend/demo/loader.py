@@ -89,11 +89,10 @@ def history_instants(start: float, now: float, *, daily_days: int = 14) -> list[
 
 def backfill_slo_history(database: Database, settings: Settings, start: float, now: float) -> int:
     """The shipped SLOs (synced from their file) measured over the fleet's past; answers points."""
-    from backend.alerts import history
-    from backend.alerts import service as alerts
+    from backend.alerts import history, store
 
     with database.session() as s:
-        alerts.sync_from_file(db_session=s, slo_file=alerts.slo_file_for(settings), now=now)
+        store.sync_from_file(db_session=s, slo_file=store.slo_file_for(settings), now=now)
         n = history.backfill(db_session=s, instants=history_instants(start, now))
         s.commit()
     return n

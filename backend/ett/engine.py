@@ -81,6 +81,8 @@ class JobETT:
     attempts: list[AttemptSummary] = field(default_factory=list)
     # An open job's time after its last event: still provisional ("now" moves), shown as such.
     live_tail_start: float | None = None
+    # Every phase span at its full extent, hidden parts included: (attempt, phase, start, end).
+    spans: list[tuple[int, str, float, float]] = field(default_factory=list)
 
     @property
     def effective_s(self) -> float:
@@ -101,9 +103,14 @@ class JobETT:
         self,
         *,
         with_intervals: bool = True,
+        with_spans: bool = False,
         time_format: Callable[[float], Any] | None = None,
     ) -> dict[str, Any]:
-        """The REST shape of issue 3 item 4; times go through `time_format` (default: epoch floats)."""
+        """The REST shape of issue 3 item 4; times go through `time_format` (default: epoch floats).
+
+        `with_spans` adds the phase spans as [attempt, phase, start, end] in epoch seconds, for
+        the stored result (the advice reads them), not for REST.
+        """
         fmt = time_format or (lambda t: t)
         l1 = self.l1.to_dict()
         for f in l1["failures"]:
@@ -151,6 +158,8 @@ class JobETT:
                 }
                 for iv in self.intervals
             ]
+        if with_spans:
+            out["spans"] = [list(sp) for sp in self.spans]
         return out
 
 
@@ -235,6 +244,7 @@ def compute_job(
             if tl.provisional and tl.last_event_at < tl.ended_at
             else None
         ),
+        spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
     )
 
 

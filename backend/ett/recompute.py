@@ -23,14 +23,13 @@ from backend.config import Settings
 from backend.db import Database, describe_error
 from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobResult
-from backend.ett.service import load_events
 from backend.ett.store import store
+from backend.events.store import job_ids_with_events, load_events
 from backend.exporter.health import RECOMPUTE_FAILURES
-from backend.fleet.service import refresh_job_rollups
+from backend.fleet.rollups import refresh_job_rollups
 from backend.jobs import quarantine
 from backend.jobs.models import Job, JobQuarantine
 from backend.workers import PeriodicWorker
-from ingest.models import RawEvent
 
 log = logging.getLogger("ett.recompute")
 
@@ -343,7 +342,7 @@ def mark_stale_open_jobs(
 def all_job_ids(*, db_session: Session) -> list[str]:
     """Every job with a row in jobs or events in raw_events."""
     known = set(db_session.scalars(select(Job.job_id)))
-    orphans = set(db_session.scalars(select(RawEvent.job_id).distinct())) - known
+    orphans = job_ids_with_events(db_session=db_session) - known
     if orphans:
         log.warning("%d job ids have raw events but no jobs row; skipped", len(orphans))
     return sorted(known)

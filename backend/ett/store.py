@@ -57,7 +57,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
             nof=result.l1.nof,
             tts_s=result.l1.tts_s,
             recovery_s=result.l1.recovery_s,
-            result=result.to_dict(with_intervals=False),
+            result=result.to_dict(with_intervals=False, with_spans=True),
         )
     )
     rows = [

@@ -36,11 +36,12 @@ from backend.config import Settings
 from backend.db import Database
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobInterval, JobResult
+from backend.events.models import RawEvent
 from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
 from backend.jobs.models import Job, Model
+from backend.metrics.core import gpus_of
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
-from ingest.models import RawEvent
 
 log = logging.getLogger("ett.metrics")
 
@@ -345,7 +346,7 @@ class DatabaseCollector(Collector):
             seen.add(job_id)
             acc = count[(models(model or ""), _team(team), comp)]
             acc[0] += 1
-            acc[1] += gpus or 1
+            acc[1] += gpus_of(gpus)
         jobs = GaugeMetricFamily(
             "ett_running_jobs",
             "Open jobs by model, team and the component their latest second is in.",

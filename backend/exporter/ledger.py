@@ -6,14 +6,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.ett.models import JobResult
 from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
-from backend.fleet.models import FleetFailure, FleetJobDay
 from backend.jobs.models import Model
+from backend.metrics.reads import job_contributions
 
 NO_TEAM = ""
 _EPS = 1e-6
@@ -23,7 +23,7 @@ Key = tuple[str, str, str, str, str]  # series, model, team, key1, key2
 
 
 def _current(s: Session, ids: list[str]) -> dict[str, dict[Key, float]]:
-    """What each final job contributes now, from the fleet tables the recompute just wrote."""
+    """What each final job contributes now (the metrics layer reads the fleet tables just written)."""
     final = {
         job_id: (model or "", team or NO_TEAM)
         for job_id, model, team in s.execute(
@@ -35,26 +35,15 @@ def _current(s: Session, ids: list[str]) -> dict[str, dict[Key, float]]:
     out: dict[str, dict[Key, float]] = {job_id: {} for job_id in final}
     if not final:
         return out
-    finals = sorted(final)
-    for job_id, comp, phase, gpu_s in s.execute(
-        select(
-            FleetJobDay.job_id,
-            FleetJobDay.component,
-            FleetJobDay.phase,
-            func.sum(FleetJobDay.gpu_s),
-        )
-        .where(FleetJobDay.job_id.in_(finals))
-        .group_by(FleetJobDay.job_id, FleetJobDay.component, FleetJobDay.phase)
-    ):
+    gpu, fail = job_contributions(db_session=s, job_ids=sorted(final))
+    for job_id, parts in gpu.items():
         model, team = final[job_id]
-        out[job_id][(GPU_SECONDS, model, team, comp, phase or "")] = float(gpu_s or 0.0)
-    for job_id, kind, n in s.execute(
-        select(FleetFailure.job_id, FleetFailure.kind, func.count())
-        .where(FleetFailure.job_id.in_(finals))
-        .group_by(FleetFailure.job_id, FleetFailure.kind)
-    ):
+        for (comp, phase), gpu_s in parts.items():
+            out[job_id][(GPU_SECONDS, model, team, comp, phase)] = gpu_s
+    for job_id, kinds in fail.items():
         model, team = final[job_id]
-        out[job_id][(FAILURES, model, team, kind, "")] = float(n)
+        for kind, n in kinds.items():
+            out[job_id][(FAILURES, model, team, kind, "")] = float(n)
     return out
 
 

@@ -13,12 +13,12 @@ fleet_app = typer.Typer(help="Fleet analytics tables (day rollups).", no_args_is
 def rebuild() -> None:
     """Rebuild every day rollup from job_results and job_intervals (raw events are not read)."""
     from backend.db import Database
-    from backend.fleet import service
+    from backend.fleet.rollups import rebuild_rollups
 
     db = Database(get_settings().database_url)
     try:
         with db.session() as s:
-            jobs = service.rebuild_rollups(db_session=s)
+            jobs = rebuild_rollups(db_session=s)
             s.commit()
     finally:
         db.dispose()

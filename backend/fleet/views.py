@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
-from backend.fleet import service
+from backend.metrics import fleet as service
 from backend.params import (
     call_service,
     csv_response,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.ett.catalogue import FAILURE_KINDS
+from backend.metrics import core as metrics
 from backend.planner.model import COLD_PARTS, HOUR_S, RECOVERY_PARTS, ModelInputs
 
 # (start, end, attempt, component, phase), as JobInterval rows hold them.
@@ -165,7 +166,7 @@ def observe_job(
     return JobObservation(
         job_id=str(result["job_id"]),
         model=result.get("model"),
-        gpus=int(result.get("gpus") or 1),
+        gpus=metrics.gpus_of(result.get("gpus")),
         submitted_at=start,
         e2e_s=float(result.get("e2e_s", 0.0)),
         effective_s=float(result.get("effective_s", 0.0)),
@@ -291,7 +292,7 @@ def fit_inputs(
                 (
                     j.submitted_at,
                     float(sum(1 for f in j.failures if f.kind == kind)),
-                    j.gpus * j.effective_s / HOUR_S,
+                    metrics.gpu_h(metrics.gpu_s(j.effective_s, j.gpus)),
                     x,
                 )
                 for x, j in zip(w, done, strict=True)
@@ -404,7 +405,6 @@ def fit_inputs(
         give_up_share=min(1.0, give_up_share),
         give_up_s=give_up,
     )
-    measured = sum(j.effective_s * j.gpus for j in done) / sum(j.e2e_s * j.gpus for j in done)
     return Fit(
         inputs=inputs,
         jobs=len(done),
@@ -413,7 +413,7 @@ def fit_inputs(
         saves=n_saves,
         effective_jobs=eff_n,
         half_life_days=half_life_days if estimator == "recency" else None,
-        measured_ett_pct=measured * 100.0,
+        measured_ett_pct=measured_ett_pct(done),
         measured_replay_per_failure_s=replay_per_failure,
         measured_interval_s=interval if source == "measured" else _median_gap_interval(done),
         interval_source=source,
@@ -442,7 +442,7 @@ def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: f
         return statistics.fmean(sum(j.cold_start_s.values()) for j in js)
 
     def fails(js: Sequence[JobObservation]) -> float:
-        gpu_h = sum(j.gpus * j.effective_s for j in js) / HOUR_S
+        gpu_h = metrics.gpu_h(sum(metrics.gpu_s(j.effective_s, j.gpus) for j in js))
         return sum(len(j.failures) for j in js) / gpu_h if gpu_h > 0 else 0.0
 
     def shutdown(js: Sequence[JobObservation]) -> float:
@@ -469,10 +469,7 @@ def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: f
 
 def measured_ett_pct(jobs: Sequence[JobObservation]) -> float | None:
     """GPU-weighted measured ETT% of a set of jobs (None when empty)."""
-    e2e = sum(j.e2e_s * j.gpus for j in jobs)
-    if e2e <= 0:
-        return None
-    return sum(j.effective_s * j.gpus for j in jobs) / e2e * 100.0
+    return metrics.weighted_ett_pct((j.effective_s, j.e2e_s, j.gpus) for j in jobs)
 
 
 def is_finite(value: float | None) -> bool:

@@ -18,6 +18,7 @@ from backend.config import Settings
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
+from backend.metrics import core as metrics
 from backend.owners.service import resolver
 from backend.planner.fit import Fit, JobObservation, fit_inputs, observe_job
 from backend.planner.model import (
@@ -306,7 +307,10 @@ def fleet_plan(
     ranked = rank(outcomes)
     predictions = {m: predict(i) for m, i in plan.inputs.items()}
     alloc = sum(p.allocated_gpu_h_per_day for p in predictions.values())
-    eff = sum(p.jobs_per_day * p.gpus * p.effective_s / 3600.0 for p in predictions.values())
+    eff = sum(
+        metrics.gpu_h(p.jobs_per_day * metrics.gpu_s(p.effective_s, p.gpus))
+        for p in predictions.values()
+    )
     models = []
     for m, fit in plan.fits.items():
         p = predictions.get(m)
@@ -328,7 +332,7 @@ def fleet_plan(
         "end": plan.end,
         "half_life_days": half_life_days,
         "models": models,
-        "predicted_ett_pct": eff / alloc * 100.0 if alloc > 0 else None,
+        "predicted_ett_pct": metrics.pct(eff, alloc),
         "lost_gpu_h_per_day": alloc - eff,
         "opportunities": [
             {

@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobResult
-from backend.ett.partition import EFFECTIVE
-from backend.fleet import service as fleet
-from backend.fleet.days import day_start
-from backend.fleet.models import FleetFailure
 from backend.jobs.models import Model
-from backend.owners import service as owners_service
+from backend.metrics import workloads as metrics
 
 SORTS = ("lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name")
 JOB_LIMIT = 200
-
-
-def _headline(now: dict[str, float], before: dict[str, float] | None) -> dict[str, Any]:
-    wall = sum(now.values())
-    ett, prev = fleet.ett_pct(now), fleet.ett_pct(before or {})
-    lost = {c: v / 3600.0 for c, v in now.items() if c != EFFECTIVE and v > 0}
-    return {
-        "ett_pct": ett,
-        "previous_ett_pct": prev,
-        "trend_pp": ett - prev if ett is not None and prev is not None else None,
-        "wall_gpu_h": wall / 3600.0,
-        "lost_gpu_h": (wall - now.get(EFFECTIVE, 0.0)) / 3600.0,
-        "top_lost_component": max(sorted(lost), key=lambda c: lost[c]) if lost else None,
-    }
 
 
 def list_models(
@@ -59,24 +39,13 @@ def list_models(
         stmt = stmt.where(Model.owner == owner)
     models = db_session.execute(stmt.order_by(Model.name)).all()
     names = [m.name for m in models]
-    span = end - start
-    now = fleet.by_model(db_session, start, end, names, None)
-    # The previous window ends where the current one's first UTC day begins (no day twice).
-    before = fleet.by_model(db_session, start - span, day_start(start), names, None)
-    jobs = dict(
-        db_session.execute(
-            select(JobResult.model, func.count())
-            .where(JobResult.submitted_at >= start, JobResult.submitted_at < end)
-            .group_by(JobResult.model)
-        ).all()
-    )
+    heads = metrics.model_headlines(db_session=db_session, models=names, start=start, end=end)
     rows = [
         {
             "model": m.name,
             "owner": m.owner,
             "tier": m.tier,
-            "jobs": int(jobs.get(m.name, 0)),
-            **_headline(now.get(m.name, {}), before.get(m.name)),
+            **heads[m.name],
         }
         for m in models
     ]
@@ -110,43 +79,9 @@ def model_page(
     row = db_session.get(Model, model)
     if row is None:
         raise LookupError(f"unknown model {model!r}")
-    # One read of the model's rollup rows over both windows serves every number below.
-    cut = day_start(start)
-    rows = fleet.gpu_rows(
-        db_session=db_session,
-        start=start - (end - start),
-        end=end,
-        group=("day", "component", "phase"),
-        models=[model],
+    summary = metrics.model_summary(
+        db_session=db_session, model=model, start=start, end=end, bucket=bucket, settings=settings
     )
-    now: dict[str, float] = defaultdict(float)
-    before: dict[str, float] = defaultdict(float)
-    current = []
-    for day, comp, phase, _wall, gpu in rows:
-        if day >= cut:
-            now[comp] += gpu
-            current.append((day, comp, phase, gpu))
-        else:
-            before[comp] += gpu
-    series = fleet.series_from_rows(
-        [(d, c, g) for d, c, _p, g in current], start=start, end=end, bucket=bucket
-    )
-    by_owner = fleet.lost_from_rows(
-        [(c, p, g) for _d, c, p, g in current],
-        by="owner",
-        resolver=owners_service.resolver(db_session=db_session, settings=settings),
-    )
-    kinds = dict.fromkeys(FAILURE_KINDS, 0)
-    for kind, n in db_session.execute(
-        select(FleetFailure.kind, func.count())
-        .where(
-            FleetFailure.model == model,
-            FleetFailure.ts >= start,
-            FleetFailure.ts < end,
-        )
-        .group_by(FleetFailure.kind)
-    ):
-        kinds[kind] = int(n)
     jobs = db_session.execute(
         select(
             JobResult.job_id,
@@ -186,11 +121,7 @@ def model_page(
         "labels": row.labels or {},
         "start": start,
         "end": end,
-        **_headline(dict(now), dict(before) if before else None),
-        "components_gpu_h": series["total"]["components_gpu_h"],
-        "lost_by_owner": by_owner,
-        "nof_by_kind": kinds,
-        "series": series["series"],
+        **summary,
         "job_count": int(n_jobs or 0),
         "jobs": [dict(j._mapping) for j in jobs],
     }

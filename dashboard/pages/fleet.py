@@ -7,15 +7,17 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     annotation_list,
     card,
     cards,
+    deferred,
     empty_state,
     filter_bar,
     graph,
     nothing_shown,
+    register_deferred,
     register_filter_callback,
     section,
 )
@@ -49,11 +51,7 @@ def layout(**query: Any) -> html.Div:
         )
     h = view.headline
     scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
-    top = data.models_table(filters.with_(model=None))
-    l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
     notes = data.annotations(filters)
-    if filters.model:
-        top = top[top["model"] == filters.model]
     if not h["wall_gpu_h"]:
         return html.Div([*head, nothing_shown("fleet-empty", "job", has_data=data.has_data())])
     return html.Div(
@@ -61,10 +59,10 @@ def layout(**query: Any) -> html.Div:
             *head,
             cards(
                 [
-                    card("fleet-ett", f"{scope} (GPU-weighted)", f"{h['ett_pct'] or 0.0:.1f}%"),
-                    card("fleet-lost", "GPU-hours lost", f"{h['gpu_hours_lost']:,.0f}"),
-                    card("fleet-jobs", "Jobs", f"{h['jobs']:,}"),
-                    card("fleet-failures", "Failures", f"{h['failures']:,}"),
+                    card("fleet-ett", f"{scope} (GPU-weighted)", numbers.pct(h["ett_pct"])),
+                    card("fleet-lost", "GPU-hours lost", numbers.gpu_hours(h["gpu_hours_lost"])),
+                    card("fleet-jobs", "Jobs", numbers.count(h["jobs"])),
+                    card("fleet-failures", "Failures", numbers.count(h["failures"])),
                 ]
             ),
             section(
@@ -109,53 +107,67 @@ def layout(**query: Any) -> html.Div:
                 ],
                 className="ett-two-col",
             ),
-            html.Div(
-                [
-                    section(
-                        "Failures",
-                        graph(
-                            "fleet-nof-graph", figures.nof_per_job(view.nof, bucket=filters.bucket)
-                        ),
-                    ),
-                    section(
-                        "Regressions",
-                        graph("fleet-regressions-graph", figures.regressions(view.regressions)),
-                        note="Against the range of equal length just before. Click a bar to open the model.",
-                    ),
-                ],
-                className="ett-two-col",
-            ),
-            section(
-                "Level 1: time to start, time to recover, failures",
-                graph(
-                    "fleet-level1-graph",
-                    figures.with_annotations(
-                        figures.level1_over_time(
-                            l1_points,
-                            title=f"GPU-weighted TTS and TTR per {filters.bucket}; "
-                            "NoF per job by kind",
-                            nof_by_kind=l1_kinds,
-                        ),
-                        notes,
-                    ),
-                ),
-                note="The paper's Level-1 analysis: which term holds the loss. TTS per job and TTR "
-                "per failure are weighted by the jobs' GPUs.",
-            ),
-            section(
-                "Where the GPU-hours go, by model",
-                graph(
-                    "fleet-top-models-graph",
-                    figures.top_models(top),
-                ),
-                note="Click a bar to open the model; the Models page lists and searches all of them.",
-            ),
+            deferred(PREFIX, filters.query()),
         ]
     )
 
 
+def below(query: dict[str, Any]) -> list[Any]:
+    """The fleet page under the first screen: failures, regressions, Level 1, top models."""
+    filters = Filters.from_query(query)
+    view = data.fleet_view(filters)
+    if view.error:
+        return []
+    top = data.models_table(filters.with_(model=None))
+    if filters.model:
+        top = top[top["model"] == filters.model]
+    l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
+    notes = data.annotations(filters)
+    return [
+        html.Div(
+            [
+                section(
+                    "Failures",
+                    graph("fleet-nof-graph", figures.nof_per_job(view.nof, bucket=filters.bucket)),
+                ),
+                section(
+                    "Regressions",
+                    graph("fleet-regressions-graph", figures.regressions(view.regressions)),
+                    note="Against the range of equal length just before. Click a bar to open the model.",
+                ),
+            ],
+            className="ett-two-col",
+        ),
+        section(
+            "Level 1: time to start, time to recover, failures",
+            graph(
+                "fleet-level1-graph",
+                figures.with_annotations(
+                    figures.level1_over_time(
+                        l1_points,
+                        title=f"GPU-weighted TTS and TTR per {filters.bucket}; NoF per job by kind",
+                        nof_by_kind=l1_kinds,
+                    ),
+                    notes,
+                ),
+            ),
+            note="The paper's Level-1 analysis: which term holds the loss. TTS per job and TTR "
+            "per failure are weighted by the jobs' GPUs.",
+        ),
+        section(
+            "Where the GPU-hours go, by model",
+            graph(
+                "fleet-top-models-graph",
+                figures.top_models(top),
+            ),
+            note="Click a bar to open the model; the Models page lists and searches all of them.",
+        ),
+    ]
+
+
 dash.register_page(__name__, path="/", name="Fleet", title="ETT% · fleet", order=0, layout=layout)
 register_filter_callback(PREFIX)
+register_deferred(PREFIX, below)
 
 
 @callback(

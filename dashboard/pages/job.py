@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     card,
     cards,
+    deferred,
     empty_state,
     filter_bar,
     graph,
@@ -23,6 +23,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_deferred,
     register_filter_callback,
     section,
     table,
@@ -32,18 +33,10 @@ from dashboard.palette import COMPONENT_LABELS
 
 PREFIX = "job"
 LIVE_REFRESH_MS = 15_000
-# Past a few attempts the init paths repeat each other; the first ones tell the story.
-MAX_PATHS = 3
 
 
-def fmt_minutes(seconds: float | None) -> str:
-    """Seconds as minutes with one decimal."""
-    return "—" if seconds is None else f"{seconds / 60.0:.1f} min"
-
-
-def fmt_pct(value: float | None) -> str:
-    """A percentage with one decimal."""
-    return "—" if value is None else f"{value:.1f}%"
+fmt_minutes = numbers.minutes
+fmt_pct = numbers.pct
 
 
 def intervals_frame(result: dict[str, Any]) -> pd.DataFrame:
@@ -134,8 +127,10 @@ def headline(result: dict[str, Any]) -> html.Div:
                 ),
             ),
             card("job-e2e", "End to end", fmt_minutes(result.get("e2e_s"))),
-            card("job-lost", "GPU-hours lost", f"{result.get('gpu_hours_lost', 0.0):,.1f}"),
-            card("job-nof", "Failures (NoF)", str(l1.get("nof", 0))),
+            card(
+                "job-lost", "GPU-hours lost", numbers.gpu_hours(result.get("gpu_hours_lost", 0.0))
+            ),
+            card("job-nof", "Failures (NoF)", numbers.count(l1.get("nof", 0))),
             card("job-tts", "Time to start (TTS)", fmt_minutes(l1.get("tts_s"))),
             card("job-recovery", "Recovery (ΣTTR)", fmt_minutes(l1.get("recovery_s"))),
         ]
@@ -296,57 +291,68 @@ def attempt_paths(advice: dict[str, Any] | None) -> list[AttemptPath]:
     return out
 
 
-def critical_path_block(advice: dict[str, Any] | None) -> list[Any]:
-    """Per attempt (the first few): the Gantt of the path and the exposed-vs-hidden bars."""
+def _attempt_block(ap: AttemptPath) -> html.Div:
+    """One attempt's init critical path and its exposed-vs-hidden bars, with the what-if."""
+    what_if = (
+        f" Running the first batch beside PT2 compile would save {ap.saving_s / 60.0:.1f} min (Eq. 4)."
+        if ap.saving_s > 0
+        else ""
+    )
+    return html.Div(
+        [
+            html.H3(
+                f"Attempt {ap.attempt}: {ap.init_s / 60.0:.1f} min to the first training step.{what_if}"
+            ),
+            html.Div(
+                [
+                    graph(
+                        f"job-critical-path-{ap.attempt}",
+                        figures.init_critical_path(ap.path, title="Critical path"),
+                    ),
+                    graph(
+                        f"job-hidden-work-{ap.attempt}",
+                        figures.phase_hidden_work(
+                            ap.phases, title="Exposed vs hidden time per phase"
+                        ),
+                    ),
+                ],
+                className="ett-two-col",
+            ),
+        ]
+    )
+
+
+def critical_path_block(advice: dict[str, Any] | None, attempt: int | None = None) -> list[Any]:
+    """One attempt's init path (the first, or `attempt`), with a picker for the others."""
     paths = attempt_paths(advice)
     if not paths:
         return [html.P("No init phases recorded for this job.", id="job-no-critical-path")]
+    shown = next((ap for ap in paths if ap.attempt == attempt), paths[0])
     blocks: list[Any] = []
-    for ap in paths[:MAX_PATHS]:
-        what_if = (
-            f" Running the first batch beside PT2 compile would save {ap.saving_s / 60.0:.1f} min (Eq. 4)."
-            if ap.saving_s > 0
-            else ""
-        )
+    if len(paths) > 1:
+        job_id = (advice or {}).get("job_id", "")
         blocks.append(
             html.Div(
                 [
-                    html.H3(
-                        f"Attempt {ap.attempt}: {ap.init_s / 60.0:.1f} min to the first training step.{what_if}"
-                    ),
-                    html.Div(
+                    html.Label(
                         [
-                            graph(
-                                f"job-critical-path-{ap.attempt}",
-                                figures.init_critical_path(ap.path, title="Critical path"),
+                            f"{len(paths)} attempts recorded init phases; show attempt ",
+                            dcc.RadioItems(
+                                id="job-attempt-pick",
+                                options=[
+                                    {"label": str(ap.attempt), "value": ap.attempt} for ap in paths
+                                ],
+                                value=shown.attempt,
+                                inline=True,
                             ),
-                            graph(
-                                f"job-hidden-work-{ap.attempt}",
-                                figures.phase_hidden_work(
-                                    ap.phases, title="Exposed vs hidden time per phase"
-                                ),
-                            ),
-                        ],
-                        className="ett-two-col",
+                        ]
                     ),
-                ]
+                    dcc.Store(id="job-attempt-job", data=job_id),
+                ],
+                className="ett-attempt-pick",
             )
         )
-    if len(paths) > MAX_PATHS:
-        more = len(paths) - MAX_PATHS
-        job_id = (advice or {}).get("job_id", "")
-        blocks.append(
-            html.P(
-                [
-                    f"{more} more attempt{'s' if more != 1 else ''}: ",
-                    html.A(
-                        "their init paths (JSON)",
-                        href=f"/api/v1/jobs/{quote(str(job_id), safe='')}/critical-path",
-                        id="job-more-attempts",
-                    ),
-                ]
-            )
-        )
+    blocks.append(html.Div(_attempt_block(shown), id="job-attempt-block"))
     return blocks
 
 
@@ -566,7 +572,6 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
                 "It has sent no events yet, or its id is misspelt. " + NO_DATA_HINT,
             )
         ]
-    advice = data.critical_path(job_id)
     model = result.get("model")
     head = html.Div(
         [
@@ -592,19 +597,13 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
             "Attempt timeline (Fig. 1)",
             graph("job-timeline-graph", timeline_figure(result)),
             note="Attempts as rows, each second coloured by the component it was attributed to; "
-            "× marks a failure, hatched red is replayed training.",
+            "× marks a failure, hatched ochre is replayed training.",
         ),
         html.Div(
             [section("Level 1", l1_table(result)), section("Level 2", l2_table(result))],
             className="ett-two-col",
         ),
-        section(
-            "Init critical path (Fig. 2)",
-            *critical_path_block(advice),
-            note="Solid: the work on the path to the first training step. Hatched: work that ran "
-            "but was hidden behind other work (the fast-batch effect, Eq. 4).",
-        ),
-        section("Data-quality warnings", warnings_block(result)),
+        deferred(PREFIX, {"job_id": job_id}, min_height=400),
     ]
     if result.get("provisional"):
         body += [
@@ -612,6 +611,26 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
             dcc.Store(id="job-live-id", data=job_id),
         ]
     return body
+
+
+def below(query: dict[str, Any]) -> list[Any]:
+    """The job page under the first screen: the init critical path and the data warnings."""
+    job_id = query.get("job_id") or ""
+    try:
+        result = data.job_result(job_id)
+    except data.JobUncomputable:
+        return []
+    if result is None:
+        return []
+    return [
+        section(
+            "Init critical path (Fig. 2)",
+            *critical_path_block(data.critical_path(job_id)),
+            note="Solid: the work on the path to the first training step. Hatched: work that ran "
+            "but was hidden behind other work (the fast-batch effect, Eq. 4).",
+        ),
+        section("Data-quality warnings", warnings_block(result)),
+    ]
 
 
 def layout(**query: Any) -> html.Div:
@@ -632,6 +651,7 @@ def layout(**query: Any) -> html.Div:
 
 dash.register_page(__name__, path="/job", name="Jobs", title="ETT% · job", order=2, layout=layout)
 register_filter_callback(PREFIX)
+register_deferred(PREFIX, below)
 
 
 @callback(
@@ -663,3 +683,18 @@ def _grow_live_job(_n: int, job_id: str) -> tuple[Any, str]:
     if result is None:
         raise dash.exceptions.PreventUpdate
     return timeline_figure(result), fmt_pct(result.get("ett_pct"))
+
+
+@callback(
+    Output("job-attempt-block", "children"),
+    Input("job-attempt-pick", "value"),
+    State("job-attempt-job", "data"),
+    prevent_initial_call=True,
+)
+def _pick_attempt(attempt: int | None, job_id: str) -> Any:
+    """Another attempt's init critical path."""
+    paths = attempt_paths(data.critical_path(job_id))
+    chosen = next((ap for ap in paths if ap.attempt == attempt), None)
+    if chosen is None:
+        raise dash.exceptions.PreventUpdate
+    return _attempt_block(chosen)

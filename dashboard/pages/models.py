@@ -8,12 +8,13 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     annotation_list,
     card,
     cards,
+    deferred,
     empty_state,
     filter_bar,
     graph,
@@ -21,6 +22,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_deferred,
     register_filter_callback,
     section,
     table,
@@ -45,7 +47,12 @@ def model_list(filters: Filters) -> Any:
             "team": r.owner or "",
             "jobs": int(r.jobs),
             "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
-            "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
+            "trend_pp": None
+            if pd.isna(r.trend_pp)
+            or numbers.base_too_small(
+                getattr(r, "previous_wall_gpu_h", None), getattr(r, "wall_gpu_h", None)
+            )
+            else float(r.trend_pp),
             "lost_gpu_h": float(r.lost_gpu_h or 0.0),
             "top_lost": COMPONENT_LABELS.get(r.top_lost_component, r.top_lost_component or ""),
             "tier": r.tier or "",
@@ -60,9 +67,9 @@ def model_list(filters: Filters) -> Any:
             [
                 link_col("model", "model"),
                 {"id": "team", "name": "team"},
-                num_col("jobs", "jobs submitted", 0),
+                num_col("jobs", "jobs", 0),
                 num_col("ett_pct", "ETT% (GPU-weighted)"),
-                num_col("trend_pp", "trend (points)"),
+                num_col("trend_pp", "trend (points)", signed=True),
                 num_col("lost_gpu_h", "GPU-h lost", 0),
                 {"id": "top_lost", "name": "loses most to"},
                 {"id": "tier", "name": "tier"},
@@ -184,7 +191,8 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     if not bars.empty:
         bars["label"] = bar_labels(bars["submitted_at"])
     series = pd.DataFrame(
-        [p for p in page["series"] if p["ett_pct"] is not None], columns=["bucket", "ett_pct"]
+        [p for p in page["series"] if p["ett_pct"] is not None],
+        columns=["bucket", "ett_pct", "partial"],
     )
     series["bucket"] = (
         data.to_datetime(series["bucket"].astype(float)).dt.tz_convert(None)
@@ -194,19 +202,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     points = pd.DataFrame(jobs)
     points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
     failures = sum(page["nof_by_kind"].values())
-    lost_trend, lost_owner = data.model_lost(page)
     notes = data.annotations(filters, model=model)
-    lost_parts = {
-        c: v
-        for c, v in (page.get("components_gpu_h") or {}).items()
-        if c != "effective_training" and v > 0
-    }
-    top = sorted(lost_parts.items(), key=lambda kv: -kv[1])[:3]
-    top_text = (
-        ", ".join(f"{COMPONENT_LABELS.get(c, c)} {v:,.0f} GPU-h" for c, v in top)
-        if top
-        else "nothing lost in the range"
-    )
     note = "Click a bar to open the job."
     if page["job_count"] > MAX_BARS:
         note += f" The latest {MAX_BARS} of {page['job_count']} jobs are shown."
@@ -229,12 +225,17 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                 card(
                     "model-ett",
                     "ETT% (GPU-weighted)",
-                    "—" if page["ett_pct"] is None else f"{page['ett_pct']:.1f}%",
-                    *trend_note(page.get("trend_pp"), page.get("previous_ett_pct")),
+                    numbers.pct(page["ett_pct"]),
+                    *trend_note(
+                        page.get("trend_pp"),
+                        page.get("previous_ett_pct"),
+                        page.get("previous_wall_gpu_h"),
+                        page.get("wall_gpu_h"),
+                    ),
                 ),
-                card("model-jobs", "Jobs submitted", f"{page['job_count']:,}"),
-                card("model-lost", "GPU-hours lost", f"{page['lost_gpu_h']:,.1f}"),
-                card("model-nof", "Failures", f"{failures:,}"),
+                card("model-jobs", "Jobs submitted", numbers.count(page["job_count"])),
+                card("model-lost", "GPU-hours lost", numbers.gpu_hours(page["lost_gpu_h"])),
+                card("model-nof", "Failures", numbers.count(failures)),
             ]
         ),
         section(
@@ -259,6 +260,32 @@ def model_body(model: str, filters: Filters) -> list[Any]:
             ],
             className="ett-two-col",
         ),
+        deferred(PREFIX, filters.query()),
+    ]
+
+
+def below(query: dict[str, Any]) -> list[Any]:
+    """The model page under the first screen: lost GPU-hours, Level 1 per job, the jobs."""
+    filters = Filters.from_query(query)
+    model = filters.model
+    page = data.model_page(model, filters) if model else None
+    if page is None or not page["jobs"]:
+        return []
+    jobs = page["jobs"]
+    lost_trend, lost_owner = data.model_lost(page)
+    notes = data.annotations(filters, model=model)
+    lost_parts = {
+        c: v
+        for c, v in (page.get("components_gpu_h") or {}).items()
+        if c != "effective_training" and v > 0
+    }
+    top = sorted(lost_parts.items(), key=lambda kv: -kv[1])[:3]
+    top_text = (
+        ", ".join(f"{COMPONENT_LABELS.get(c, c)} {v:,.0f} GPU-h" for c, v in top)
+        if top
+        else "nothing lost in the range"
+    )
+    return [
         html.Div(
             [
                 section(
@@ -332,6 +359,7 @@ dash.register_page(
     __name__, path="/model", name="Models", title="ETT% · model", order=1, layout=layout
 )
 register_filter_callback(PREFIX)
+register_deferred(PREFIX, below)
 
 
 @callback(

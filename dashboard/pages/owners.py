@@ -8,14 +8,16 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.alerts import service as alerts_service
+from backend.alerts import read
 from backend.ett.catalogue import COMPONENTS
 from dashboard import actions, data, figures
 from dashboard.components import (
+    deferred,
     filter_bar,
     graph,
     nothing_shown,
     num_col,
+    register_deferred,
     register_filter_callback,
     section,
     table,
@@ -28,7 +30,7 @@ PREFIX = "owners"
 
 def _when(ts: float | None) -> str:
     # Clamped like the REST answers, so an absurd stored silence cannot break the page.
-    shown = alerts_service.shown_time(ts)
+    shown = read.shown_time(ts)
     return "" if shown is None else shown[:16].replace("T", " ")
 
 
@@ -49,7 +51,6 @@ def layout(**query: Any) -> html.Div:
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
     # An alert's link names its component: narrow the tables to it.
     component = filters.extra.get("component")
-    alerts = data.alerts_view(filters.owner, time.time(), component)
     if component:
         held_shown = held_shown[held_shown["component"] == component]
     title = "Owners" if not filters.owner else f"Owner {filters.owner}"
@@ -113,6 +114,16 @@ def layout(**query: Any) -> html.Div:
                 className="ett-two-col",
             )
         )
+    body.append(deferred(PREFIX, filters.query(), min_height=800))
+    return html.Div(body)
+
+
+def below(query: dict[str, Any]) -> list[Any]:
+    """The owners page under the first screen: alerts, SLOs and their history, silences."""
+    filters = Filters.from_query(query, component_owner=True)
+    component = filters.extra.get("component")
+    alerts = data.alerts_view(filters.owner, time.time(), component)
+    body: list[Any] = []
     body.append(html.Div(_alerts_section(alerts["alerts"]), id="owners-alerts-box"))
     history = data.slo_history(filters, filters.owner)
     body.append(
@@ -156,7 +167,7 @@ def layout(**query: Any) -> html.Div:
     body.append(html.Div(_silences_section(alerts["silences"]), id="owners-silences-box"))
     body.append(_actions_panel(filters.owner, component, alerts))
     body.append(dcc.Store(id="owners-scope", data={"owner": filters.owner, "component": component}))
-    return html.Div(body)
+    return body
 
 
 def _slo_row(h: dict[str, Any]) -> dict[str, Any]:
@@ -467,3 +478,4 @@ dash.register_page(
     __name__, path="/owners", name="Owners", title="ETT% · owners", order=4, layout=layout
 )
 register_filter_callback(PREFIX)
+register_deferred(PREFIX, below)

@@ -93,7 +93,8 @@ def opportunities_figure(opps: list[dict[str, Any]], top_n: int = 10) -> go.Figu
             hovertemplate="%{y}<br>%{x:,.1f} GPU-h/day<extra></extra>",
         )
     )
-    fig.update_layout(
+    # Assigned whole: update_layout() costs ~0.1 s per figure (see figures._layout).
+    fig.layout = dict(
         template=TEMPLATE,
         title="Top opportunities: GPU-hours a day freed",
         height=max(260, 40 * len(rows) + 120),
@@ -116,7 +117,7 @@ def lost_by_component_figure(before: dict[str, float], after: dict[str, float]) 
             marker_opacity=1.0 if name == "fitted" else 0.45,
             hovertemplate="%{x}: %{y:,.1f} GPU-h/day<extra>" + name + "</extra>",
         )
-    fig.update_layout(
+    fig.layout = dict(
         template=TEMPLATE,
         barmode="group",
         title="Expected lost GPU-hours a day by component",

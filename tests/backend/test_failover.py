@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from backend.fleet.service import rebuild_rollups
 from sqlalchemy import func, select
 
 from backend.alerts.models import EvaluatorLease
@@ -22,10 +23,9 @@ from backend.config import Settings
 from backend.db import Database
 from backend.ett.models import JobResult
 from backend.ett.recompute import count_dirty, recompute_all
+from backend.events.models import RawEvent
 from backend.fleet.models import FleetDayRollup, FleetDayTotal
-from backend.fleet.service import rebuild_rollups
 from backend.jobs.models import Job
-from ingest.models import RawEvent
 from tests.backend.alerts.conftest import http_receiver  # noqa: F401 - the receiver fixture
 from tests.backend.alerts.fleet import job_events
 from tests.cluster import Cluster

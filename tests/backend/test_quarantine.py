@@ -14,8 +14,8 @@ from sqlalchemy import select, text
 from backend.config import Settings
 from backend.ett import recompute as service
 from backend.ett.models import JobResult
+from backend.events.models import RawEvent
 from backend.jobs.models import Job, JobQuarantine
-from ingest.models import RawEvent
 from tests.conftest import post_events
 
 T0 = 1_780_000_000.0

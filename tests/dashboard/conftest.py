@@ -66,3 +66,18 @@ def ids(component: Any) -> set[str]:
         if hasattr(child, "to_plotly_json"):
             out |= ids(child)
     return out
+
+
+def whole(module: Any, /, **query: Any) -> Any:
+    """A page's layout with its part below the first screen filled in, as the browser gets it.
+
+    The layout holds a deferred block (`<PREFIX>-deferred-query`) that a second callback fills
+    with `module.below(query)`; this calls it the same way.
+    """
+    from dash import html
+
+    top = module.layout(**query)
+    store = find(top, f"{module.PREFIX}-deferred-query")
+    if store is None:
+        return top
+    return html.Div([top, *module.below(store.data)])

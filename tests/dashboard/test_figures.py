@@ -318,9 +318,10 @@ def test_level1_weights_tts_by_gpus_and_ttr_by_failures() -> None:
     )
     out = _weighted_level1(jobs, pd.Series(["d1", "d1", "d1"]))
     row = out.iloc[0]
-    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60) / 10 / 60)
-    assert row["ttr_min"] == pytest.approx(1200 / 2 / 60)  # 8 GPUs x 1200 s over 8 x 2 failures
-    assert row["nof"] == pytest.approx(8 * 2 / 10)  # the job of unknown size weighs nothing
+    # The job of unknown size counts as 1 GPU (docs/METRICS.md), as everywhere else.
+    assert row["tts_min"] == pytest.approx((8 * 600 + 2 * 60 + 9999) / 11 / 60)
+    assert row["ttr_min"] == pytest.approx((8 * 1200 + 9999) / (8 * 2 + 5) / 60)
+    assert row["nof"] == pytest.approx((8 * 2 + 5) / 11)
     fig = figures.level1_over_time(out, title="t")
     assert [t.name for t in fig.data] == ["TTS", "TTR", "NoF"]
 
@@ -347,3 +348,34 @@ def test_a_running_jobs_live_tail_is_drawn_in_progress_not_unattributed() -> Non
         intervals, pd.DataFrame(), submitted_at=t0, ended_at=t0 + 900, provisional=False
     )
     assert "Unattributed" in [t.name for t in done.data]
+
+
+def test_partial_buckets_are_drawn_hollow_on_a_dotted_line() -> None:
+    series = pd.DataFrame(
+        {
+            "bucket": ["2026-05-01", "2026-05-02", "2026-05-03"],
+            "ett_pct": [80.0, 91.5, 60.0],
+            "wall_gpu_h": [10, 20, 3],
+            "partial": [False, False, True],
+        }
+    )
+    fig = figures.fleet_trend(series)
+    solid, dotted, hollow = fig.data
+    assert list(solid.y) == [80.0, 91.5, None]  # the solid line stops before the partial day
+    assert dotted.line.dash == "dot" and list(dotted.y) == [80.0, 91.5, 60.0]
+    assert list(hollow.y) == [60.0] and hollow.marker.symbol == "circle-open"
+    jobs = pd.DataFrame(
+        {
+            "job_id": ["j"],
+            "submitted_at": pd.to_datetime(["2026-05-02"]),
+            "ett_pct": [90.0],
+            "provisional": [False],
+        }
+    )
+    model = figures.model_ett_over_time(jobs, series=series)
+    assert [t.name for t in model.data] == [
+        "ETT% per day (GPU-weighted)",
+        "with partial buckets",
+        "partial bucket",
+        "job",
+    ]

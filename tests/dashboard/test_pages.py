@@ -18,7 +18,7 @@ from backend.db import Database
 from dashboard.components import NO_DATA_HINT
 from dashboard.pages import compare, fleet, job, models, owners
 from dashboard.palette import COMPONENT_LABELS
-from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo
+from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo, whole
 
 
 def _range() -> tuple[str, str, dict[str, str]]:
@@ -60,14 +60,18 @@ def test_fleet_page_headline_equals_the_rest_answers(
     ett = api.get("/api/v1/fleet/ett", params=rest).json()
     failures = api.get("/api/v1/fleet/failures", params=rest).json()
     with dashboard_request(seeded, database):
-        page = fleet.layout(start=start, end=end)
+        page = whole(fleet, start=start, end=end)
     assert _text(page, "fleet-ett") == f"{ett['total']['ett_pct']:.1f}%"
     assert _text(page, "fleet-jobs") == f"{failures['total']['jobs']:,}"
     assert _text(page, "fleet-failures") == f"{failures['total']['failures']:,}"
     assert _text(page, "fleet-lost") == f"{ett['total']['lost_gpu_h']:,.0f}"
     trend = find(page, "fleet-trend-graph").figure
-    drawn = [p["ett_pct"] for p in ett["series"] if p["ett_pct"] is not None]
-    assert list(trend.data[0].y) == pytest.approx(drawn)
+    drawn = [p for p in ett["series"] if p["ett_pct"] is not None]
+    # Whole buckets on the solid line, partial ones (today, still in progress) hollow apart.
+    complete = [p["ett_pct"] for p in drawn if not p["partial"]]
+    partial = [p["ett_pct"] for p in drawn if p["partial"]]
+    assert [y for y in trend.data[0].y if y is not None] == pytest.approx(complete)
+    assert partial and list(trend.data[-1].y) == pytest.approx(partial)
     level1 = find(page, "fleet-level1-graph").figure
     assert {t.name for t in level1.data} >= {"TTS", "TTR"}
     assert {
@@ -87,8 +91,8 @@ def test_fleet_page_filters_by_model_and_label(
         "/api/v1/fleet/ett", params={**rest, "model": "model-a", "label": "variant=baseline"}
     ).json()
     with dashboard_request(seeded, database):
-        page = fleet.layout(start=start, end=end, model="model-a", label="variant=baseline")
-        unknown = fleet.layout(start=start, end=end, owner="no-such-team")
+        page = whole(fleet, start=start, end=end, model="model-a", label="variant=baseline")
+        unknown = whole(fleet, start=start, end=end, owner="no-such-team")
     assert _text(page, "fleet-ett") == f"{expected['total']['ett_pct']:.1f}%"
     assert find(page, "fleet-filter-label").value == "variant=baseline"
     assert find(page, "fleet-filter-model").value == "model-a"
@@ -101,10 +105,10 @@ def test_a_filter_no_model_matches_says_so_instead_of_no_data(
     start, end, _rest = _range()
     with dashboard_request(seeded, database):
         # "checkpoint" owns a component, not a model: an old owner= link on other pages.
-        fleet_page = fleet.layout(start=start, end=end, owner="checkpoint")
-        models_page = models.layout(start=start, end=end, team="checkpoint")
-        jobs_page = job.layout(start=start, end=end, team="checkpoint")
-        owners_page = owners.layout(start=start, end=end, owner="checkpoint")
+        fleet_page = whole(fleet, start=start, end=end, owner="checkpoint")
+        models_page = whole(models, start=start, end=end, team="checkpoint")
+        jobs_page = whole(job, start=start, end=end, team="checkpoint")
+        owners_page = whole(owners, start=start, end=end, owner="checkpoint")
     fleet_empty = str(find(fleet_page, "fleet-empty").children)
     assert "No model belongs to team 'checkpoint'" in fleet_empty
     assert find(fleet_page, "fleet-filter-team").value == "checkpoint"
@@ -126,8 +130,8 @@ def test_model_page_equals_the_rest_answer(
     answer = api.get("/api/v1/models/model-c", params=rest).json()
     jobs = api.get("/api/v1/jobs", params={**rest, "model": "model-c"}).json()
     with dashboard_request(seeded, database):
-        page = models.layout(model="model-c", start=start, end=end)
-        listing = models.layout(start=start, end=end)
+        page = whole(models, model="model-c", start=start, end=end)
+        listing = whole(models, start=start, end=end)
     assert _text(page, "model-ett") == f"{answer['ett_pct']:.1f}%"
     assert _text(page, "model-jobs") == f"{answer['job_count']:,}"
     table = find(page, "model-jobs-table")
@@ -167,9 +171,9 @@ def test_job_page_equals_the_rest_answer(
 ) -> None:
     answer = api.get("/api/v1/jobs/model-b-baseline/ett").json()
     with dashboard_request(seeded, database):
-        page = job.layout(job_id="model-b-baseline")
-        listing = job.layout()
-        missing = job.layout(job_id="nope")
+        page = whole(job, job_id="model-b-baseline")
+        listing = whole(job)
+        missing = whole(job, job_id="nope")
     assert _text(page, "job-ett") == f"{answer['ett_pct']:.1f}%"
     assert _text(page, "job-nof") == str(answer["l1"]["nof"]) == "2"
     assert _text(page, "job-tts") == f"{answer['l1']['tts_s'] / 60.0:.1f} min"
@@ -195,7 +199,7 @@ def test_a_running_job_grows_while_its_page_is_open(
     events[2]["end"] = now - 60.0
     assert post(events).json()["accepted"] == 3
     with dashboard_request(settings, database):
-        page = job.layout(job_id="j000")
+        page = whole(job, job_id="j000")
         figure, ett = job._grow_live_job(1, "j000")
     assert find(page, "job-live-interval").interval == job.LIVE_REFRESH_MS
     assert "provisional: still running" in str(page)
@@ -215,7 +219,7 @@ def test_a_running_jobs_live_tail_is_shown_as_provisional(
     answer = client.get("/api/v1/jobs/j000/ett").json()
     assert answer["provisional"] and answer["live_tail_start"] is not None
     with dashboard_request(settings, database):
-        page = job.layout(job_id="j000")
+        page = whole(job, job_id="j000")
     l1 = {r["part"]: r for r in find(page, "job-l1-table").data}
     tail_min = l1["live tail (provisional)"]["minutes"]
     assert tail_min == pytest.approx(1.0, abs=0.1)
@@ -242,7 +246,7 @@ def test_revision_2_warnings_on_the_job_page_and_in_rest(
     warned = {w["code"]: w for w in answer["warnings"]}
     assert warned["failure_before_progress"]["event_ids"] == ["j001-f", "j001-p"]
     with dashboard_request(settings, database):
-        page = job.layout(job_id="j001")
+        page = whole(job, job_id="j001")
     block = str(find(page, "job-warnings"))
     assert "failure_before_progress" in block and "j001-f" in block
     assert warned["failure_before_progress"]["message"] in block
@@ -288,11 +292,11 @@ def test_owners_page_shows_lost_hours_and_slos(
 ) -> None:
     start, end, rest = _range()
     lost = api.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()
-    from backend.alerts import service as alerts_service
+    from backend.alerts import store
     from backend.alerts.slos import SloSpec
 
     with database.session() as s:
-        alerts_service.put_slo(
+        store.put_slo(
             db_session=s,
             spec=SloSpec.model_validate(
                 {
@@ -305,19 +309,19 @@ def test_owners_page_shows_lost_hours_and_slos(
             ),
         )
         s.commit()
+    from backend.alerts import cycle
     from backend.alerts import history as slo_history
-    from backend.alerts import service as alerts
     from backend.demo.loader import history_instants
 
     now = datetime.now(UTC).timestamp()
     with database.session() as s:
         slo_history.backfill(db_session=s, instants=history_instants(now - 14 * 86400, now))
         s.commit()
-    alerts.evaluate_once(db=database, settings=seeded, release=True)
+    cycle.evaluate_once(db=database, settings=seeded, release=True)
     with dashboard_request(seeded, database):
-        page = owners.layout(start=start, end=end)
-        one = owners.layout(start=start, end=end, owner="compiler")
-        alert_link = owners.layout(owner="checkpoint", component="wasted_training")
+        page = whole(owners, start=start, end=end)
+        one = whole(owners, start=start, end=end, owner="compiler")
+        alert_link = whole(owners, owner="checkpoint", component="wasted_training")
     graph = find(page, "owners-lost-graph").figure
     assert sum(sum(t.x) for t in graph.data) == pytest.approx(lost["total_gpu_h"], rel=1e-6)
     assert "compile-share" in [r["name"] for r in find(page, "owners-slos-table").data]
@@ -347,11 +351,11 @@ def test_every_page_says_what_to_do_on_an_empty_database(
 ) -> None:
     with dashboard_request(settings, database):
         pages = {
-            "fleet-empty": (fleet.layout(), NO_DATA_HINT),
-            "model-empty": (models.layout(), NO_DATA_HINT),
-            "job-empty": (job.layout(), NO_DATA_HINT),
+            "fleet-empty": (whole(fleet), NO_DATA_HINT),
+            "model-empty": (whole(models), NO_DATA_HINT),
+            "job-empty": (whole(job), NO_DATA_HINT),
             "compare-empty": (compare.layout(), compare.HOW_TO),
-            "owners-empty": (owners.layout(), NO_DATA_HINT),
+            "owners-empty": (whole(owners), NO_DATA_HINT),
         }
     for element_id, (page, hint) in pages.items():
         node = find(page, element_id)
@@ -402,8 +406,8 @@ def test_pages_stay_readable_with_500_models(
     answer = post(events)
     assert answer.status_code == 200 and answer.json()["accepted"] == len(events)
     with dashboard_request(settings, database):
-        page = fleet.layout()
-        listing = models.layout()
+        page = whole(fleet)
+        listing = whole(models)
     assert len(find(page, "fleet-filter-model").options) == 520
     assert find(page, "fleet-filter-model").searchable
     top = find(page, "fleet-top-models-graph").figure
@@ -427,11 +431,11 @@ def test_jobs_search_looks_through_every_job_one_page_at_a_time(
     expected |= {j["job_id"] for j in every["jobs"] if (j["model"] or "").startswith(prefix)}
     far = ("2001-01-01", "2001-01-02")  # a search ignores the date range
     with dashboard_request(seeded, database):
-        found = job.layout(start=far[0], end=far[1], q=prefix)
-        recent = job.layout(view="recent")
-        second = job.layout(view="recent", page="2")
-        nothing = job.layout(q="no-such-job-")
-        failed = job.layout(q=prefix, status="failed")
+        found = whole(job, start=far[0], end=far[1], q=prefix)
+        recent = whole(job, view="recent")
+        second = whole(job, view="recent", page="2")
+        nothing = whole(job, q="no-such-job-")
+        failed = whole(job, q=prefix, status="failed")
     shown = find(found, "job-list-table").data
     assert {r["job"].split("]")[0].strip("[").replace("\\", "") for r in shown} == expected
     rows = find(recent, "job-list-table").data
@@ -462,8 +466,8 @@ def test_trend_charts_draw_the_annotations_they_concern(
     own = sorted(a["title"] for a in every if a["model"] in (None, model))
     assert fleet_wide and len(own) > len(fleet_wide)
     with dashboard_request(seeded, database):
-        page = fleet.layout(start=start, end=end)
-        one = models.layout(start=start, end=end, model=model)
+        page = whole(fleet, start=start, end=end)
+        one = whole(models, start=start, end=end, model=model)
 
     def drawn(figure: Any) -> list[str]:
         return sorted(

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from backend.events.models import RawEvent, RejectedEvent
 from backend.jobs.models import Job, Model
-from ingest.models import RawEvent, RejectedEvent
 from tests.conftest import post_events
 
 T0 = 1_777_000_000.0

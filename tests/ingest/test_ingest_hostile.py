@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select, text
 
-from ingest.models import RawEvent, RejectedEvent
+from backend.events.models import RawEvent, RejectedEvent
 from tests.conftest import post_events
 from tests.live_app import serve
 

@@ -16,9 +16,9 @@ from sqlalchemy import func, select
 
 from backend.ett.models import JobResult
 from backend.ett.timeline import canonical_json
+from backend.events.models import RawEvent, RejectedEvent
 from backend.jobs.models import Job
 from backend.timefmt import rfc3339
-from ingest.models import RawEvent, RejectedEvent
 from tests.backend.ett.builders import JobEvents
 from tests.conftest import post_events
 

@@ -6,7 +6,11 @@ import math
 from typing import Any
 
 import pytest
+from sqlalchemy import delete
 
+from backend.db import Database
+from backend.ett.models import JobResult
+from backend.events.models import RawEvent
 from tests.backend.fleet.fleet_jobs import D0, Job
 
 U = D0 + 3600.0
@@ -115,3 +119,34 @@ def test_critical_path(client: Any, post: Any) -> None:
     assert body["fast_batch"]["saving_s"] == pytest.approx(300)
     assert a0["training_start"].endswith("Z")
     assert client.get("/api/v1/jobs/nope/critical-path").status_code == 404
+
+
+def test_critical_path_reads_stored_results_not_raw_events(
+    client: Any, post: Any, database: Database
+) -> None:
+    """The same answer after the job's raw events are gone: it comes from the engine's results."""
+    assert post(init_job().events).status_code == 200
+    before = client.get("/api/v1/jobs/i1/critical-path")
+    assert before.status_code == 200, before.text
+    with database.session() as s:
+        s.execute(delete(RawEvent).where(RawEvent.job_id == "i1"))
+        s.commit()
+    after = client.get("/api/v1/jobs/i1/critical-path")
+    assert after.status_code == 200, after.text
+    assert after.json() == before.json()
+    assert after.json()["fast_batch"]["saving_s"] == pytest.approx(300)
+
+
+def test_critical_path_of_a_result_without_spans_asks_for_a_recompute(
+    client: Any, post: Any, database: Database
+) -> None:
+    """A result stored before spans were kept answers 404 and says to recompute it."""
+    assert post(init_job().events).status_code == 200
+    with database.session() as s:
+        row = s.get(JobResult, "i1")
+        assert row is not None and "spans" in row.result
+        row.result = {k: v for k, v in row.result.items() if k != "spans"}
+        s.commit()
+    r = client.get("/api/v1/jobs/i1/critical-path")
+    assert r.status_code == 404
+    assert "recompute" in r.text

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from backend.ett.models import JobInterval, JobResult
-from backend.fleet.service import refresh_job_rollups
+from backend.fleet.rollups import refresh_job_rollups
 from backend.jobs.models import Job, Model
 
 # (component, phase, seconds) in wall order; scheduling first, then the attempt.

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from backend import migrate
-from backend.alerts import service
+from backend.alerts import cycle, store
 from backend.alerts.models import EvaluatorLease
 from backend.alerts.scheduled import AlertEvaluator, make_alert_evaluator
 from backend.alerts.slos import load_slo_file
@@ -55,7 +55,7 @@ def test_slos_from_the_shipped_file_and_the_admin_api(
     client: TestClient, database: Database, admin_token: str
 ) -> None:
     with database.session() as s:
-        service.sync_from_file(db_session=s, slo_file=load_slo_file())
+        store.sync_from_file(db_session=s, slo_file=load_slo_file())
         s.commit()
     got = client.get("/api/v1/slos").json()
     names = {s["name"] for s in got}
@@ -84,7 +84,7 @@ def test_slos_from_the_shipped_file_and_the_admin_api(
     r = client.put("/api/v1/slos/scheduling_share", json=edited, headers=_auth(admin_token))
     assert r.status_code == 200, r.text
     with database.session() as s:
-        service.sync_from_file(db_session=s, slo_file=load_slo_file())
+        store.sync_from_file(db_session=s, slo_file=load_slo_file())
         s.commit()
     assert client.get("/api/v1/slos/scheduling_share").json()["objective"] == 12.5
     assert client.delete("/api/v1/slos/sched_api", headers=_auth(admin_token)).status_code == 204
@@ -99,7 +99,7 @@ def test_alerts_ack_silences_and_owner_status(
     _seed_regression(database, now)
     r = client.put("/api/v1/slos/sched_api", json=_sched_slo(), headers=_auth(admin_token))
     assert r.status_code == 200
-    report = service.evaluate_once(db=database, settings=settings, now=now, sync_file=False)
+    report = cycle.evaluate_once(db=database, settings=settings, now=now, sync_file=False)
     assert report.evaluated
 
     firing = client.get("/api/v1/alerts", params={"owner": "scheduler", "state": "firing"}).json()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from backend.alerts import service
+from backend.alerts import cycle, dispatch, evaluation, silences, store
 from backend.alerts.delivery import RetryPolicy
 from backend.alerts.models import AlertState, Delivery, Notification
 from backend.config import Settings
@@ -86,9 +86,9 @@ def _regression(db: Database, start: float, n: int = 4) -> list[str]:
 
 def _pass(
     db: Database, settings: Settings, now: float, holder: str = "test-a"
-) -> service.EvaluationReport:
+) -> evaluation.EvaluationReport:
     # release=True: every pass is a fresh process as far as the lease is concerned (a restart).
-    return service.evaluate_once(
+    return cycle.evaluate_once(
         db=db, settings=settings, holder=holder, now=now, policy=FAST, release=True
     )
 
@@ -201,14 +201,14 @@ def test_two_evaluators_at_once_send_one_notification(
     _regression(database, T + 600)
     now = T + 12_000
     barrier = threading.Barrier(2)
-    reports: list[service.EvaluationReport] = []
+    reports: list[evaluation.EvaluationReport] = []
 
     def run(holder: str) -> None:
         second = Database(database.url)
         try:
             barrier.wait()
             reports.append(
-                service.evaluate_once(
+                cycle.evaluate_once(
                     db=second, settings=settings, holder=holder, now=now, policy=FAST
                 )
             )
@@ -223,7 +223,7 @@ def test_two_evaluators_at_once_send_one_notification(
     assert sorted(r.evaluated for r in reports) == [False, True]
     assert len(http_receiver.wait_for("/s", 1)) == 1
     # A third evaluator while the winner's lease is still live does nothing.
-    assert not service.evaluate_once(
+    assert not cycle.evaluate_once(
         db=database, settings=settings, holder="north", now=now
     ).evaluated
     assert len(http_receiver.on("/s")) == 1
@@ -234,7 +234,7 @@ def test_racing_evaluators_without_the_lease_still_queue_one_notice(
 ) -> None:
     settings = _settings(database, tmp_path, _slo_file(tmp_path, {}, **{"for": "0s"}))
     with database.session() as s:
-        service.sync_from_file(db_session=s, slo_file=service.slo_file_for(settings))
+        store.sync_from_file(db_session=s, slo_file=store.slo_file_for(settings))
         s.commit()
     _healthy_fleet(database, T - 20 * 3600)
     _regression(database, T + 600)
@@ -243,11 +243,11 @@ def test_racing_evaluators_without_the_lease_still_queue_one_notice(
 
     def run() -> None:
         second = Database(database.url)
-        report = service.EvaluationReport(evaluated=True, holder="x")
+        report = evaluation.EvaluationReport(evaluated=True, holder="x")
         try:
             with second.session() as s:
                 barrier.wait()
-                service.evaluate_slos(
+                evaluation.evaluate_slos(
                     db_session=s, settings=settings, now=T + 12_000, report=report
                 )
         finally:
@@ -303,7 +303,7 @@ def test_silence_mutes_then_lapses_and_resolved_follows(
     _regression(database, T + 600)
     now = T + 12_000
     with database.session() as s:
-        service.create_silence(
+        silences.create_silence(
             db_session=s,
             owner="scheduler",
             component=None,
@@ -338,7 +338,7 @@ def test_silenced_episode_resolves_without_any_notice(
     _healthy_fleet(database, T - 20 * 3600)
     _regression(database, T + 600)
     with database.session() as s:
-        service.create_silence(
+        silences.create_silence(
             db_session=s,
             owner=None,
             component="scheduling",
@@ -602,8 +602,8 @@ def test_hysteresis_holds_a_firing_alert_until_well_inside_the_objective(
 def test_a_channel_down_for_a_whole_pass_gets_the_notice_from_a_later_pass(
     database: Database, tmp_path: Path, http_receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service, "REDELIVERY_BASE_S", 0.0)
-    monkeypatch.setattr(service, "MAX_REDELIVERIES", 2)
+    monkeypatch.setattr(dispatch, "REDELIVERY_BASE_S", 0.0)
+    monkeypatch.setattr(dispatch, "MAX_REDELIVERIES", 2)
     down = [(503, {})] * FAST.max_attempts
     http_receiver.script("/late", *down)  # down for the first pass, up for the second
     http_receiver.script("/never", *(down * 3))  # down for every pass

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from sqlalchemy import select
 
-from backend.alerts import service
+from backend.alerts import cycle
 from backend.alerts.delivery import RetryPolicy
 from backend.alerts.models import AlertState
 from backend.config import Settings
@@ -75,7 +75,7 @@ def test_preemption_regression_from_ingested_events_pages_the_scheduler(
     path = tmp_path / "slos.yaml"
     path.write_text(yaml.safe_dump(doc))
     cfg = settings.model_copy(update={"slos_file": path})
-    report = service.evaluate_once(db=database, settings=cfg, now=now, policy=FAST)
+    report = cycle.evaluate_once(db=database, settings=cfg, now=now, policy=FAST)
     assert report.errors == [] and report.delivered == 2
 
     with database.session() as s:

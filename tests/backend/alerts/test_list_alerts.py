@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.alerts import service
+from backend.alerts import read
 from backend.alerts.models import AlertState
 from backend.db import Database
 
@@ -41,5 +41,5 @@ def test_limit_keeps_firing_first_then_newest(database: Database) -> None:
         s.add(_state("z-firing-old", "firing", NOW - 500))
         s.add(_state("z-firing-new", "firing", NOW - 10))
         s.commit()
-        got = [a.fingerprint for a in service.list_alerts(db_session=s, limit=4)]
+        got = [a.fingerprint for a in read.list_alerts(db_session=s, limit=4)]
     assert got == ["z-firing-new", "z-firing-old", "z-pending", "a-resolved-5"]

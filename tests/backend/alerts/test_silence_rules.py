@@ -15,7 +15,7 @@ from backend.config import Settings
 from backend.db import Database
 from dashboard import actions
 from dashboard.pages import owners
-from tests.dashboard.conftest import dashboard_request, find
+from tests.dashboard.conftest import dashboard_request, find, whole
 
 DAY = 86400.0
 
@@ -150,7 +150,7 @@ def test_stored_absurd_silences_never_break_the_reads(
     assert len(status.json()["silences"]) >= 2
     assert client.get("/api/v1/silences", params={"active": "true"}).status_code == 200
     with dashboard_request(settings, database):
-        page = owners.layout(owner="scheduler")
+        page = whole(owners, owner="scheduler")
     rows = find(page, "owners-silences-table").data
     assert len(rows) == len(ends)
     assert {r["ends_at"] for r in rows} >= {"9999-12-31 00:00"}

@@ -15,8 +15,8 @@ from backend.config import get_settings
 from backend.db import Database
 from backend.demo.live import read_spec
 from backend.ett.models import JobResult
+from backend.events.models import RawEvent
 from backend.jobs.models import Job
-from ingest.models import RawEvent
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from backend.demo.fleet import DAY, REGRESSION, FleetSpec, fleet_events
 from backend.demo.live import LiveFeed, read_spec, save_spec
 from backend.demo.loader import IngestRefused, batches, load_in_process, send_over_http
 from backend.ett.models import JobInterval, JobResult
+from backend.events.models import RawEvent, RejectedEvent
 from backend.jobs.models import Job
-from ingest.models import RawEvent, RejectedEvent
 from tests.backend.demo.helpers import PAPER_BASELINE, PAPER_OPTIMIZED, share
 
 

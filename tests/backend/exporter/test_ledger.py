@@ -14,7 +14,7 @@ from backend.ett.models import JobResult
 from backend.exporter.ledger import book_jobs
 from backend.exporter.models import GPU_SECONDS, LedgerEntry
 from backend.fleet.models import FleetJobDay
-from backend.fleet.service import rebuild_rollups
+from backend.fleet.rollups import rebuild_rollups
 from tests.backend.exporter import small_fleet
 
 

@@ -315,10 +315,10 @@ def test_alert_deliveries_are_counted_by_channel_kind_and_outcome(
 ) -> None:
     """Each delivery attempt the alert service logs is counted once."""
     from backend.alerts.delivery import Channel, DeliveryAttempt
-    from backend.alerts.service import _record_attempt
+    from backend.alerts.dispatch import record_attempt
 
     before = scrape(client)
-    record = _record_attempt(database, [(None, None)])
+    record = record_attempt(database, [(None, None)])
     hook = Channel(kind="slack", target="http://127.0.0.1:9/hook", owner="data", name="chat")
     record(
         DeliveryAttempt(

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from backend.ett.models import JobInterval, JobResult
-from backend.fleet import service
+from backend.fleet import rollups as service
 from backend.fleet.models import FleetDayRollup, FleetDayTotal, FleetFailure, FleetJob
-from backend.fleet.service import job_facts
+from backend.fleet.rollups import job_facts
 from tests.backend.fleet.fleet_jobs import D0, job_a, job_b
 
 

@@ -1,4 +1,7 @@
-"""Raw events (the truth, append-only) and rejected events (kept with their reason)."""
+"""Raw events (the truth, append-only) and rejected events (kept with their reason).
+
+The tables ingest writes and the engine reads; backend.events.store is the code that touches them.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,202 @@
+"""The database reads the metrics layer sums: day rollups, per-job day tables, failures, intervals.
+
+Every GPU-second read here was weighted once, by `backend.fleet.rollups` (NULL `gpus` as 1 GPU),
+or is weighted here in SQL with the same rule (`gpus_sql`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from backend.ett.models import JobInterval, JobResult
+from backend.fleet.days import day_start
+from backend.fleet.models import FleetDayRollup, FleetDayTotal, FleetFailure, FleetJob, FleetJobDay
+from backend.jobs.models import Job, Model
+from backend.metrics.core import NULL_GPUS
+
+
+def gpus_sql() -> Any:
+    """A job's GPU count in SQL with the NULL rule of `core.gpus_of`."""
+    return func.coalesce(JobResult.gpus, NULL_GPUS)
+
+
+def scope_models(
+    *, db_session: Session, model: str | None = None, owner: str | None = None
+) -> list[str] | None:
+    """The model names a query is limited to (None: all); LookupError for unknown names."""
+    out: list[str] | None = None
+    if model is not None:
+        if db_session.get(Model, model) is None:
+            raise LookupError(f"unknown model {model!r}")
+        out = [model]
+    if owner is not None:
+        owned = list(db_session.execute(select(Model.name).where(Model.owner == owner)).scalars())
+        if not owned:
+            raise LookupError(f"unknown owner {owner!r}: no model has this owning team")
+        out = owned if out is None else [m for m in out if m in owned]
+    return out
+
+
+def label_clauses(labels: dict[str, str] | None) -> list[Any]:
+    """SQL clauses: the job's submission labels carry every key=value."""
+    return [Job.labels[k].as_string() == v for k, v in (labels or {}).items()]
+
+
+def gpu_rows(
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    group: Sequence[str],
+    models: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Rows of (*group columns, wall_s, gpu_s) summed over the UTC days meeting [start, end).
+
+    Reads the smallest table that can answer: the fleet totals when nothing filters by model,
+    the per-model rollup when something does, the per-job day table when labels do.
+    """
+    if models is not None and not models:
+        return []
+    if labels:
+        src: Any = FleetJobDay
+    elif models is None and "model" not in group:
+        src = FleetDayTotal
+    else:
+        src = FleetDayRollup
+    cols = [getattr(src, g) for g in group]
+    stmt = select(*cols, func.sum(src.wall_s), func.sum(src.gpu_s)).where(
+        src.day >= day_start(start), src.day < end
+    )
+    if labels:
+        stmt = stmt.join(Job, Job.job_id == src.job_id).where(*label_clauses(labels))
+    if models is not None:
+        stmt = stmt.where(src.model.in_(models))
+    if cols:
+        stmt = stmt.group_by(*cols)
+    return [tuple(r) for r in db_session.execute(stmt)]
+
+
+def failure_counts(
+    s: Session,
+    lo: float,
+    hi: float,
+    models: list[str] | None,
+    labels: dict[str, str] | None,
+    group: Sequence[str],
+) -> list[tuple[Any, ...]]:
+    """(*group, failures) over the UTC days meeting [lo, hi)."""
+    if models is not None and not models:
+        return []
+    cols = [getattr(FleetFailure, g) for g in group]
+    stmt = select(*cols, func.count()).where(
+        FleetFailure.day >= day_start(lo), FleetFailure.day < hi
+    )
+    if labels:
+        stmt = stmt.join(Job, Job.job_id == FleetFailure.job_id).where(*label_clauses(labels))
+    if models is not None:
+        stmt = stmt.where(FleetFailure.model.in_(models))
+    return [tuple(r) for r in s.execute(stmt.group_by(*cols))]
+
+
+def job_counts(
+    s: Session,
+    lo: float,
+    hi: float,
+    models: list[str] | None,
+    labels: dict[str, str] | None,
+    group: Sequence[str],
+) -> list[tuple[Any, ...]]:
+    """(*group, jobs, attempts, attempts not caused by a preemption) by submission day."""
+    if models is not None and not models:
+        return []
+    cols = [getattr(FleetJob, g) for g in group]
+    stmt = select(
+        *cols,
+        func.count(),
+        func.sum(FleetJob.attempts),
+        func.sum(FleetJob.attempts_excl_preemption),
+    ).where(FleetJob.day >= day_start(lo), FleetJob.day < hi)
+    if labels:
+        stmt = stmt.join(Job, Job.job_id == FleetJob.job_id).where(*label_clauses(labels))
+    if models is not None:
+        stmt = stmt.where(FleetJob.model.in_(models))
+    return [tuple(r) for r in s.execute(stmt.group_by(*cols))]
+
+
+def model_owners(*, db_session: Session) -> dict[str, str | None]:
+    """Model name -> owning team."""
+    return dict(db_session.execute(select(Model.name, Model.owner)).all())
+
+
+def job_contributions(
+    *, db_session: Session, job_ids: Sequence[str]
+) -> tuple[dict[str, dict[tuple[str, str], float]], dict[str, dict[str, int]]]:
+    """What each job contributes now: GPU-seconds per (component, phase) and failures per kind,
+    from the per-job fleet tables (the /metrics ledger books these)."""
+    gpu: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    fail: dict[str, dict[str, int]] = defaultdict(dict)
+    if not job_ids:
+        return gpu, fail
+    ids = sorted(job_ids)
+    for job_id, comp, phase, gpu_s in db_session.execute(
+        select(
+            FleetJobDay.job_id,
+            FleetJobDay.component,
+            FleetJobDay.phase,
+            func.sum(FleetJobDay.gpu_s),
+        )
+        .where(FleetJobDay.job_id.in_(ids))
+        .group_by(FleetJobDay.job_id, FleetJobDay.component, FleetJobDay.phase)
+    ):
+        gpu[job_id][(comp, phase or "")] = float(gpu_s or 0.0)
+    for job_id, kind, n in db_session.execute(
+        select(FleetFailure.job_id, FleetFailure.kind, func.count())
+        .where(FleetFailure.job_id.in_(ids))
+        .group_by(FleetFailure.job_id, FleetFailure.kind)
+    ):
+        fail[job_id][kind] = int(n)
+    return gpu, fail
+
+
+def jobs_submitted(
+    *, db_session: Session, start: float, end: float, model: str | None = None
+) -> dict[str | None, int]:
+    """Jobs submitted in [start, end) per model."""
+    stmt = select(JobResult.model, func.count()).where(
+        JobResult.submitted_at >= start, JobResult.submitted_at < end
+    )
+    if model is not None:
+        stmt = stmt.where(JobResult.model == model)
+    return {m: int(n) for m, n in db_session.execute(stmt.group_by(JobResult.model))}
+
+
+def failures_by_kind_exact(
+    *, db_session: Session, model: str, start: float, end: float
+) -> dict[str, int]:
+    """A model's failures per kind dated by their own instant inside [start, end)."""
+    return {
+        kind: int(n)
+        for kind, n in db_session.execute(
+            select(FleetFailure.kind, func.count())
+            .where(FleetFailure.model == model, FleetFailure.ts >= start, FleetFailure.ts < end)
+            .group_by(FleetFailure.kind)
+        )
+    }
+
+
+def clipped_s(t0: float, t1: float) -> Any:
+    """An interval's seconds inside [t0, t1] (SQL)."""
+    lo = case((JobInterval.start < t0, t0), else_=JobInterval.start)
+    hi = case((JobInterval.end > t1, t1), else_=JobInterval.end)
+    return hi - lo
+
+
+def clipped_gpu_s(t0: float, t1: float) -> Any:
+    """An interval's GPU-seconds inside [t0, t1] (SQL), NULL gpus as 1."""
+    return clipped_s(t0, t1) * gpus_sql()

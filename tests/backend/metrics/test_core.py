@@ -1,0 +1,58 @@
+"""The metrics core's rules: NULL GPUs as 1, GPU-weighted ETT%, partial buckets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from backend.fleet.days import DAY_S, week_start
+from backend.metrics import core
+from tests.backend.fleet.fleet_jobs import D0
+
+
+@pytest.mark.parametrize(
+    ("gpus", "weight"), [(None, 1), (8, 8), (0, 1), (-2, 1), (math.nan, 1), (True, 1), (4.0, 4)]
+)
+def test_a_missing_or_senseless_gpu_count_weighs_one_gpu(gpus: object, weight: int) -> None:
+    assert core.gpus_of(gpus) == weight
+
+
+def test_fleet_ett_weights_jobs_by_gpu_time_not_by_job() -> None:
+    # ACCOUNTING.md's example: 10 GPUs at 50% and 1 GPU at 100% is 54.5%, not 75%.
+    assert core.weighted_ett_pct([(50.0, 100.0, 10), (100.0, 100.0, 1)]) == pytest.approx(600 / 11)
+    assert core.weighted_ett_pct([(50.0, 100.0, None), (100.0, 100.0, 1)]) == pytest.approx(75.0)
+    assert core.weighted_ett_pct([]) is None
+
+
+def test_partial_buckets_are_the_cut_ones_and_the_one_in_progress() -> None:
+    rows = [(D0 + i * DAY_S, "effective_training", 3600.0) for i in range(3)]
+    # [D0, D0 + 3 days) with now inside the last day: only the last one is partial.
+    answer = core.series_from_rows(
+        rows, start=D0, end=D0 + 3 * DAY_S, bucket="day", now=D0 + 2.5 * DAY_S
+    )
+    assert [p["partial"] for p in answer["series"]] == [False, False, True]
+    # Everything in the past: nothing partial.
+    done = core.series_from_rows(rows, start=D0, end=D0 + 3 * DAY_S, bucket="day", now=1e12)
+    assert not any(p["partial"] for p in done["series"])
+    # D0 is a Saturday: its ISO week began on Monday, before the range, so it is cut.
+    weeks = core.series_from_rows(rows, start=D0, end=D0 + 3 * DAY_S, bucket="week", now=1e12)
+    assert [p["bucket"] for p in weeks["series"]] == [week_start(D0), week_start(D0) + 7 * DAY_S]
+    assert [p["partial"] for p in weeks["series"]] == [True, True]
+    # A range starting at noon cuts its first day.
+    noon = core.series_from_rows(
+        rows, start=D0 + DAY_S / 2, end=D0 + 3 * DAY_S, bucket="day", now=1e12
+    )
+    assert [p["partial"] for p in noon["series"]] == [True, False, False]
+
+
+def test_point_and_lost_use_one_hour_and_one_effective_rule() -> None:
+    p = core.point({"effective_training": 7200.0, "scheduling": 3600.0})
+    assert p == {
+        "ett_pct": pytest.approx(200 / 3),
+        "wall_gpu_h": 3.0,
+        "effective_gpu_h": 2.0,
+        "lost_gpu_h": 1.0,
+        "components_gpu_h": {"effective_training": 2.0, "scheduling": 1.0},
+    }
+    assert core.point({})["ett_pct"] is None

@@ -1,0 +1,19 @@
+"""The import-linter contracts of pyproject.toml (docs/ARCHITECTURE.md) hold on the source tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept() -> None:
+    """lint-imports exits 0: agent, pure core, dashboard and ingest/backend layering all kept."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run(
+        [str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
