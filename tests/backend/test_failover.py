@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from backend.fleet.service import rebuild_rollups
+from backend.fleet.rollups import rebuild_rollups
 from sqlalchemy import func, select
 
 from backend.alerts.models import EvaluatorLease
