@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from backend.fleet.rollups import rebuild_rollups
 from sqlalchemy import func, select
 
 from backend.alerts.models import EvaluatorLease
@@ -25,6 +24,7 @@ from backend.ett.models import JobResult
 from backend.ett.recompute import count_dirty, recompute_all
 from backend.events.models import RawEvent
 from backend.fleet.models import FleetDayRollup, FleetDayTotal
+from backend.fleet.rollups import rebuild_rollups
 from backend.jobs.models import Job
 from tests.backend.alerts.conftest import http_receiver  # noqa: F401 - the receiver fixture
 from tests.backend.alerts.fleet import job_events
