@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
 from backend.text import text_problem
+from backend.timefmt import parse_datetime
 
 # First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
 PHASE_ROOTS = (
@@ -53,20 +54,7 @@ def parse_time(value: Any, info: ValidationInfo | None = None) -> float:
         if not math.isfinite(seconds):
             raise ValueError("must be a finite number of epoch seconds")
     elif isinstance(value, str):
-        text = value.strip()
-        if len(text) > 64:
-            raise ValueError("time string too long")
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not an RFC 3339 time (e.g. 2026-05-01T12:00:00.250Z)"
-            ) from None
-        if parsed.tzinfo is None or "T" not in text.upper() and " " not in text:
-            raise ValueError(
-                f"{value!r} has no UTC offset; add 'Z' or '+HH:MM' (e.g. 2026-05-01T12:00:00Z)"
-            )
-        seconds = parsed.timestamp()
+        seconds = parse_datetime(value, require_offset=True)
     else:
         raise ValueError(
             f"expected an RFC 3339 time with an offset or epoch seconds, got {type(value).__name__}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
@@ -36,6 +35,7 @@ from backend.fleet.models import (
 from backend.jobs.models import Job, Model
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
+from backend.timefmt import parse_instant
 
 LOST_BY = ("component", "phase", "owner", "system")
 _ZERO = 1e-6
@@ -46,11 +46,7 @@ _CHUNK = 500
 
 
 def _ts(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    return None if value is None else parse_instant(value).ts
 
 
 def _chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:

@@ -1,0 +1,216 @@
+"""Response models shared by the REST views (units in field names: _s, _gpu_h, _pct, _pp).
+
+Times are RFC 3339 UTC strings; `start`/`end` echo the range actually used, [start, end).
+Numbers are rounded by unit (backend.params.round_for): _pct and _pp 2 decimals, _gpu_h and
+_s 3, shares 4, other floats 6 significant digits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+COMPONENTS_HELP = "per ETT component (scheduling, hardware_setup, trainer_init, ...)"
+
+
+class Range(BaseModel):
+    """A half-open range [start, end), RFC 3339 UTC."""
+
+    start: str = Field(description="first instant in the range (inclusive)")
+    end: str = Field(description="first instant after the range (exclusive)")
+
+
+class Totals(BaseModel):
+    """GPU-time weighted ETT% and GPU-hours of a scope over a range or bucket."""
+
+    ett_pct: float | None = Field(description="effective / wall GPU-time x 100; null: no GPU-time")
+    wall_gpu_h: float = Field(description="wall GPU-hours (GPUs x hours)")
+    effective_gpu_h: float = Field(description="GPU-hours of effective training")
+    lost_gpu_h: float = Field(description="wall minus effective GPU-hours")
+    components_gpu_h: dict[str, float] = Field(description=f"GPU-hours {COMPONENTS_HELP}")
+
+
+class SeriesPoint(Totals):
+    """One day or ISO week of a series."""
+
+    bucket: str = Field(description="the bucket's first instant (00:00 UTC; weeks start Monday)")
+    partial: bool = Field(
+        False, description="the bucket is cut by the range's start or end, or is still going"
+    )
+
+
+class FleetEtt(BaseModel):
+    """GET /fleet/ett."""
+
+    bucket: str = Field(description="day or week")
+    start: str
+    end: str
+    series: list[SeriesPoint]
+    total: Totals
+
+
+class LostRow(BaseModel):
+    """One group of lost GPU-hours."""
+
+    component: str | None = None
+    phase: str | None = None
+    owner: str | None = Field(None, description="the team that owns the component or phase")
+    system: str | None = None
+    gpu_h: float = Field(description="lost GPU-hours")
+    share: float | None = Field(description="fraction (0..1) of all lost GPU-hours in the answer")
+    components: dict[str, float] = Field(description=f"lost GPU-hours {COMPONENTS_HELP}")
+
+
+class OwnerLost(BaseModel):
+    """Lost GPU-hours of one component owner."""
+
+    owner: str = Field(description="the team that owns the component or phase")
+    gpu_h: float
+    share: float | None
+    components: dict[str, float] = Field(description=f"lost GPU-hours {COMPONENTS_HELP}")
+
+
+class LostAnswer(BaseModel):
+    """GET /fleet/lost."""
+
+    by: str = Field(description="component, phase, owner or system")
+    start: str
+    end: str
+    total_gpu_h: float
+    rows: list[LostRow]
+
+
+class RegressionRow(BaseModel):
+    """A model whose ETT% fell between the two ranges."""
+
+    model: str | None
+    team: str | None = Field(None, description="the team that owns the model")
+    owner: str | None = Field(None, description="deprecated: the same as team", deprecated=True)
+    ett_pct_before: float | None
+    ett_pct_after: float | None
+    delta_pp: float | None = Field(description="after minus before, percentage points")
+    driver: str | None = Field(description="the component whose share of wall GPU-time grew most")
+    driver_share_pp: float | None
+    lost_gpu_h_after: float
+    wall_gpu_h_after: float
+
+
+class Regressions(BaseModel):
+    """GET /fleet/regressions."""
+
+    before: Range
+    after: Range
+    models: list[RegressionRow]
+
+
+class FailureCounts(BaseModel):
+    """Failures, attempts and rates of a scope over a bucket or range."""
+
+    failures: int = Field(description="number of failures (NoF)")
+    nof_by_kind: dict[str, int] = Field(description="NoF per failure kind")
+    jobs: int
+    attempts: int
+    attempts_per_job: float | None
+    attempts_per_job_excl_preemption: float | None
+    nof_per_job_by_kind: dict[str, float] | None
+    wall_gpu_h: float
+    failures_per_1000_gpu_h: float | None
+    failures_per_1000_gpu_h_by_kind: dict[str, float] | None
+
+
+class FailurePoint(FailureCounts):
+    """One day or ISO week of the failure series."""
+
+    bucket: str
+    partial: bool = Field(False, description="the bucket is cut by the range or still going")
+
+
+class FailureSeries(BaseModel):
+    """GET /fleet/failures."""
+
+    bucket: str
+    start: str
+    end: str
+    series: list[FailurePoint]
+    total: FailureCounts
+
+
+class ModelFailures(FailureCounts):
+    """One model's failures over the range."""
+
+    model: str
+
+
+class FailuresByModel(BaseModel):
+    """GET /fleet/failures/by-model."""
+
+    start: str
+    end: str
+    models: list[ModelFailures]
+
+
+class ModelRow(BaseModel):
+    """One model in the list, over the range."""
+
+    model: str
+    team: str | None = Field(None, description="the team that owns the model")
+    owner: str | None = Field(None, description="deprecated: the same as team", deprecated=True)
+    tier: str | None
+    jobs: int = Field(description="jobs of the model submitted in the range")
+    ett_pct: float | None
+    previous_ett_pct: float | None = Field(description="ETT% over the same length just before")
+    trend_pp: float | None = Field(description="ett_pct - previous_ett_pct, percentage points")
+    wall_gpu_h: float
+    lost_gpu_h: float
+    top_lost_component: str | None
+
+
+class ModelList(BaseModel):
+    """GET /models."""
+
+    start: str
+    end: str
+    total: int = Field(description="models that matched, over every page")
+    models: list[ModelRow]
+
+
+class ModelJob(BaseModel):
+    """One of a model's latest jobs."""
+
+    job_id: str
+    status: str
+    provisional: bool
+    gpus: int | None
+    submitted_at: str | None
+    ended_at: str | None
+    e2e_s: float
+    ett_pct: float | None
+    tts_s: float | None
+    nof: int
+    recovery_s: float | None
+    gpu_hours_lost: float | None = Field(description="GPU-hours lost (deprecated name)")
+
+
+class ModelPage(BaseModel):
+    """GET /models/{model}."""
+
+    model: str
+    team: str | None = Field(None, description="the team that owns the model")
+    owner: str | None = Field(None, description="deprecated: the same as team", deprecated=True)
+    tier: str | None
+    labels: dict[str, Any]
+    start: str
+    end: str
+    ett_pct: float | None
+    previous_ett_pct: float | None
+    trend_pp: float | None
+    wall_gpu_h: float
+    lost_gpu_h: float
+    top_lost_component: str | None
+    components_gpu_h: dict[str, float]
+    lost_by_owner: list[OwnerLost] = Field(description="lost GPU-hours by component owner")
+    nof_by_kind: dict[str, int]
+    series: list[SeriesPoint]
+    job_count: int
+    jobs: list[ModelJob]
