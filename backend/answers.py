@@ -214,3 +214,147 @@ class ModelPage(BaseModel):
     series: list[SeriesPoint]
     job_count: int
     jobs: list[ModelJob]
+
+
+class CompareJob(BaseModel):
+    """One job of a comparison: its times, ETT% and the Eq. 3 terms in seconds."""
+
+    job_id: str
+    model: str | None
+    gpus: int | None
+    status: str | None
+    provisional: bool
+    submitted_at: str | None
+    ended_at: str | None
+    e2e_s: float
+    effective_s: float
+    ett_pct: float | None
+    nof: int
+    labels: dict[str, Any]
+    checkpoint_interval_s: float | None
+    components: dict[str, float] = Field(description=f"seconds {COMPONENTS_HELP}")
+    tts_s: float
+    recovery_s: float
+    checkpoint_s: float
+    shutdown_s: float
+    lost_s: float
+
+
+class CompareAnswer(BaseModel):
+    """GET /compare: baseline minus optimized, per Eq. 3 term (seconds) and its share."""
+
+    model_config = {"protected_namespaces": ()}
+
+    baseline: CompareJob
+    optimized: CompareJob
+    delta: dict[str, float] = Field(description="baseline - optimized: tts_s, recovery_s, ...")
+    attribution: dict[str, float | None] = Field(description="share (0..1) of lost_s per term")
+    restart_multiplier: float | None
+    cascade: dict[str, float | None] = Field(description="tts_bound_s, recovery_residual_s, shares")
+    nof: dict[str, int | None]
+    ett_pct: dict[str, float | None] = Field(description="baseline, optimized, delta_pp")
+    warnings: list[Any]
+
+
+class Pair(CompareAnswer):
+    """One baseline/optimized pair of a model."""
+
+    model: str | None
+
+
+class PairsAnswer(BaseModel):
+    """GET /compare/pairs."""
+
+    submitted_after: str | None = None
+    submitted_before: str | None = None
+    pairs: list[Pair]
+    total: dict[str, Any] = Field(
+        description="summed over the pairs: delta (s), delta_min (minutes), attribution, ..."
+    )
+    unpaired: list[Any]
+    warnings: list[Any]
+
+
+class JobEtt(BaseModel):
+    """GET /jobs/{job_id}/ett: one job's accounting (seconds, GPU-hours, percentages)."""
+
+    job_id: str
+    model: str | None
+    gpus: int | None
+    labels: dict[str, Any]
+    status: str | None
+    provisional: bool
+    abandoned: bool
+    live_tail_start: str | None
+    submitted_at: str | None
+    ended_at: str | None
+    e2e_s: float
+    effective_s: float
+    ett_pct: float | None
+    gpu_hours_lost: float | None = Field(description="GPU-hours lost")
+    components: dict[str, float] = Field(description=f"seconds {COMPONENTS_HELP}")
+    wasted: dict[str, float] = Field(description="seconds of wasted training: replay, ...")
+    l1: dict[str, Any] = Field(description="Level-1 metrics: tts_s, ttr_s, failures, nof, ...")
+    phases: dict[str, dict[str, float]] = Field(description="per phase: total_s, exposed_s")
+    attempts: list[dict[str, Any]]
+    warnings: list[Any]
+    intervals: list[dict[str, Any]] = Field(
+        description="attributed intervals: start, end, attempt, component, phase"
+    )
+    quarantine: dict[str, Any] | None
+
+
+class CriticalPath(BaseModel):
+    """GET /jobs/{job_id}/critical-path."""
+
+    job_id: str
+    attempts: list[dict[str, Any]] = Field(
+        description="per attempt: start, training_start, init_s, path, phases, fast_batch"
+    )
+    fast_batch: dict[str, Any] = Field(description="saving_s, attempts_with_saving")
+
+
+class CheckpointAdvice(BaseModel):
+    """GET /models/{model}/checkpoint-advice (Eq. 2)."""
+
+    model: str
+    submitted_after: str
+    submitted_before: str
+    start: str = Field(description="deprecated: the same as submitted_after", deprecated=True)
+    end: str = Field(description="deprecated: the same as submitted_before", deprecated=True)
+    jobs: int
+    checkpoints: int
+    csbt_s: float | None
+    failures: int
+    training_h: float | None
+    failure_rate_per_h: float | None
+    current_interval_s: float | None
+    current_interval_source: str | None
+    configured_interval_s: float | None
+    measured_interval_s: float | None
+    optimal_interval_s: float | None
+    wtt_pct_current: float | None
+    wtt_pct_optimal: float | None
+    minutes_per_day_saved: float | None
+    gpu_h_per_day_saved: float | None
+    utt: dict[str, float | None] | None
+    curve: list[dict[str, float | None]] = Field(
+        description="interval_s, wtt_pct, utt_pct, blocking_pct"
+    )
+    notes: list[Any]
+
+
+class OwnersAnswer(BaseModel):
+    """GET/PUT/DELETE /owners: the mapping in force."""
+
+    source: str = Field(description="api, file or default")
+    version: int | None
+    updated_at: str | None
+    updated_by: str | None = None
+    file: str | None = None
+    components: dict[str, dict[str, Any]] = Field(description="component -> system, owner")
+    phases: dict[str, dict[str, Any]] = Field(description="phase -> component, system, owner")
+    rows: list[dict[str, Any]] = Field(description="phase, component, system, owner")
+    jobs_marked: int | None = Field(
+        None, description="jobs marked for recompute because a phase moved between components"
+    )
