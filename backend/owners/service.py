@@ -89,6 +89,10 @@ def custom_phase_components(*, db_session: Session, settings: Settings | None) -
     return resolver(db_session=db_session, settings=settings).custom_phase_components()
 
 
+# Training and waste pieces come from progress and checkpoint events, never from the mapping.
+_LAYERED = ("effective_training", "wasted_training")
+
+
 def stale_job_ids(*, db_session: Session, settings: Settings | None) -> list[str]:
     """Jobs whose stored intervals put a custom phase under another component than the mapping.
 
@@ -103,7 +107,7 @@ def stale_job_ids(*, db_session: Session, settings: Settings | None) -> list[str
     ).all()
     moved: set[str] = set()
     for phase, component in pairs:
-        if resolve_phase(phase).known:
+        if resolve_phase(phase).known or component in _LAYERED:
             continue
         if resolve_phase(phase, custom).component != component:
             moved.add(phase)
