@@ -140,7 +140,10 @@ def parse_instant(value: Any, *, now: float | None = None) -> Instant:
     try:
         return Instant(parse_datetime(text), False)
     except TimeFormatError:
-        raise TimeFormatError(f"{text!r} is not a time: expected {TIME_HELP}") from None
+        raise TimeFormatError(
+            f"{text!r} is not an RFC 3339 time, a date, epoch seconds or a relative time "
+            "(e.g. 2026-05-01T12:00:00Z, 2026-05-01, -12h, -180d)"
+        ) from None
 
 
 def parse_bound(value: Any, side: Literal["start", "end"], *, now: float | None = None) -> float:
