@@ -19,7 +19,7 @@ from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
 from backend.ett.recompute import recompute_isolated, recompute_jobs
 from backend.exporter.views import install_metrics
-from backend.params import enforce_read_bounds
+from backend.params import DeprecationHeaders, enforce_read_bounds
 from backend.workers import PeriodicWorker
 from dashboard.app import mount_dashboard
 
@@ -83,6 +83,7 @@ def create_app(
         lifespan=lifespan,
     )
     _plain_validation_errors(app)
+    app.add_middleware(DeprecationHeaders)
     app.state.settings = settings
     app.state.db = db
     app.state.on_ingested = _ingest_hook(settings, db)

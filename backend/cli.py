@@ -12,6 +12,7 @@ from backend.config import get_settings
 from backend.demo.command import demo
 from backend.ett.cli import recompute
 from backend.fleet.cli import fleet_app
+from backend.owners.cli import owners_app
 
 app = typer.Typer(
     name="ett",
@@ -25,6 +26,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(owners_app, name="owners")
 app.command("recompute")(recompute)
 app.command("demo")(demo)
 

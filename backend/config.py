@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     serve_role: str = "all"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
+    # The range every read and page answers when none is given: the last N whole UTC days,
+    # today included (docs/API.md).
+    default_range_days: int = Field(default=180, ge=1, le=3_660)
     # Read bounds (SPEC: every read is bounded; over a bound the API answers 422 naming it).
     max_series_points: int = 1_000  # buckets in one series: day -> 1,000 days, week -> 7,000
     max_range_days: float = 3_660.0  # any range without a bucket (lost, models, jobs, ...)

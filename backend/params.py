@@ -18,16 +18,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Query, Request
 from fastapi.responses import Response
-from pydantic import TypeAdapter, ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.config import Settings
-from backend.fleet.days import DAY_S
-from backend.timefmt import rfc3339
+from backend.timefmt import (
+    DAY_S,
+    TIME_HELP,
+    TimeFormatError,
+    day_start,
+    default_range,
+    parse_bound,
+    rfc3339,
+)
 
+# The default range of every read and page: the last DEFAULT_DAYS whole UTC days, today
+# included (setting ETT_DEFAULT_RANGE_DAYS).
 DEFAULT_DAYS = 180
 BUCKET_DAYS = {"day": 1, "week": 7}
+# Query parameters holding times: start/end, <x>_start/<x>_end, <x>_after/<x>_before.
+TIME_SUFFIXES = (("start", "end"), ("after", "before"))
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,7 @@ class ReadBounds:
     max_rows: int = 10_000
     time_min: float = 946_684_800.0
     time_max: float = 4_102_444_800.0
+    default_range_days: int = DEFAULT_DAYS
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReadBounds:
@@ -53,6 +65,7 @@ class ReadBounds:
             max_rows=settings.max_rows,
             time_min=settings.event_time_min,
             time_max=settings.event_time_max,
+            default_range_days=settings.default_range_days,
         )
 
     def max_days(self, bucket: str | None) -> float:
@@ -66,7 +79,6 @@ _DEFAULT_BOUNDS = ReadBounds()
 _BOUNDS: contextvars.ContextVar[ReadBounds | None] = contextvars.ContextVar(
     "ett_read_bounds", default=None
 )
-_DATETIME = TypeAdapter(datetime)
 
 
 def current_bounds() -> ReadBounds:
@@ -115,10 +127,10 @@ def check_range(
         )
 
 
-def _query_time(raw: str) -> float | None:
+def _query_time(raw: str, side: str) -> float | None:
     try:
-        return epoch(_DATETIME.validate_python(raw))
-    except (ValidationError, ValueError, OverflowError):
+        return parse_bound(raw, "end" if side in ("end", "before") else "start")
+    except (TimeFormatError, OverflowError):
         return None  # the view's own validation answers 422 for it
 
 
@@ -201,22 +213,83 @@ async def enforce_read_bounds(request: Request) -> None:
     for key in params:
         if declared and key not in declared:
             continue  # the route ignores it
+        if key in declared and getattr(declared[key].field_info, "deprecated", None):
+            _note_deprecated(request, key, declared[key].field_info.description or "")
         for raw in params.getlist(key):
             _check_int(key, raw, b)
             if key in declared and _is_int(declared[key].field_info.annotation):
                 _check_int_range(key, raw)
-        for suffix in ("start", "end"):
-            if key == suffix or key.endswith("_" + suffix):
-                value = _query_time(params[key])
-                if value is not None:
-                    check_time(value, key, b)
-                    pairs.setdefault(key[: len(key) - len(suffix)], {})[suffix] = value
+        for lo_name, hi_name in TIME_SUFFIXES:
+            for side, suffix in (("start", lo_name), ("end", hi_name)):
+                if key == suffix or key.endswith("_" + suffix):
+                    value = _query_time(params[key], suffix)
+                    if value is not None:
+                        check_time(value, key, b)
+                        prefix = key[: len(key) - len(suffix)]
+                        pairs.setdefault(f"{prefix}|{lo_name}|{hi_name}", {})[side] = value
     bucket = params.get("bucket") or _route_default(declared, "bucket")
-    for prefix, pair in pairs.items():
+    for tag, pair in pairs.items():
+        prefix, lo_name, hi_name = tag.split("|")
         hi = pair.get("end", time.time())
         lo = pair.get("start")
         if lo is not None and lo < hi:
-            check_range(lo, hi, bucket=bucket, names=(prefix + "start", prefix + "end"), bounds=b)
+            check_range(lo, hi, bucket=bucket, names=(prefix + lo_name, prefix + hi_name), bounds=b)
+
+
+_ALIAS_OF = "deprecated alias of `"
+
+
+def alias_query(new: str, description: str, **kwargs: Any) -> Any:
+    """A Query for an old parameter name kept one release as a deprecated alias of `new`."""
+    return Query(
+        None,
+        deprecated=True,
+        description=f"{_ALIAS_OF}{new}` (removed in the next release): {description}",
+        **kwargs,
+    )
+
+
+def _note_deprecated(request: Request, name: str, description: str) -> None:
+    new = description.split(_ALIAS_OF, 1)[1].split("`", 1)[0] if _ALIAS_OF in description else ""
+    notes = request.scope.setdefault("state", {}).setdefault("ett_deprecated", [])
+    notes.append(f"{name} is deprecated" + (f"; use {new}" if new else ""))
+
+
+def pick_alias(new_name: str, new: Any, old_name: str, old: Any) -> Any:
+    """The value of a renamed parameter: the new name's, else its deprecated alias' (422 if both differ)."""
+    if new is not None and old is not None and new != old:
+        raise HTTPException(
+            422, f"{old_name} is a deprecated alias of {new_name}; give only {new_name}"
+        )
+    return new if new is not None else old
+
+
+class DeprecationHeaders:
+    """ASGI middleware: an answer to a request that used a deprecated parameter says so.
+
+    Headers `Deprecation: true` and `Warning: 299 - "<param> is deprecated; use <new>"`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; add the headers to the answer when a route noted a deprecation."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            notes = (scope.get("state") or {}).get("ett_deprecated")
+            if message["type"] == "http.response.start" and notes:
+                headers = list(message.get("headers", []))
+                headers.append((b"deprecation", b"true"))
+                for note in notes:
+                    headers.append((b"warning", f'299 - "{note}"'.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def check_rows(rows: Sequence[Any], what: str = "answer") -> None:
@@ -239,28 +312,91 @@ def epoch(value: datetime | None) -> float | None:
     return value.timestamp()
 
 
+def parse_time_param(
+    value: str | datetime | None, name: str, *, now: float | None = None
+) -> float | None:
+    """One query time (start/end/..._after/..._before) to epoch seconds; 422 naming it if unreadable.
+
+    A date as an end (`end`, `*_end`, `*_before`) is inclusive: its next 00:00 UTC.
+    """
+    if value is None or value == "":
+        return None
+    side = "end" if name == "end" or name.endswith(("_end", "_before")) else "start"
+    try:
+        return parse_bound(value, side, now=now)
+    except (TimeFormatError, OverflowError) as err:
+        raise HTTPException(422, f"{name}: {err}") from None
+
+
+def default_range_days() -> int:
+    """The default range's length in whole UTC days (setting ETT_DEFAULT_RANGE_DAYS)."""
+    return current_bounds().default_range_days
+
+
+def start_query(what: str = "range start (inclusive)", default: str | None = None) -> Any:
+    """The Query of a range start: every spelling docs/API.md lists."""
+    default = default or "the first day of the default range"
+    return Query(None, description=f"{what}: {TIME_HELP}; default {default}", examples=["-180d"])
+
+
+def end_query(
+    what: str = "range end (exclusive; a date is inclusive)", default: str | None = None
+) -> Any:
+    """The Query of a range end: a date is inclusive, a time exclusive."""
+    default = default or "the end of today (00:00 UTC tomorrow)"
+    return Query(None, description=f"{what}: {TIME_HELP}; default {default}")
+
+
 def time_range(
-    start: datetime | None,
-    end: datetime | None,
+    start: str | datetime | None,
+    end: str | datetime | None,
     *,
-    default_days: float = DEFAULT_DAYS,
+    default_days: float | None = None,
     now: float | None = None,
     names: tuple[str, str] = ("start", "end"),
     bucket: str | None = None,
+    whole_days: bool = False,
 ) -> tuple[float, float]:
-    """[start, end) in epoch seconds; end defaults to now, start to `default_days` before end.
+    """[start, end) in epoch seconds, as docs/API.md defines the words.
 
+    Without either bound: the default range, the last ETT_DEFAULT_RANGE_DAYS whole UTC days,
+    today included. A missing end is the end of today (00:00 UTC tomorrow); a missing start is
+    `default_days` (default: the setting) before the end. With `whole_days` (answers read from
+    the per-day rollups) a bound that is not 00:00 UTC answers 422 instead of being widened.
     The range is checked against the read bounds (422 when over them).
     """
-    hi = epoch(end)
+    days = default_days if default_days is not None else default_range_days()
+    current = time.time() if now is None else now
+    hi = parse_time_param(end, names[1], now=current)
+    lo = parse_time_param(start, names[0], now=current)
     if hi is None:
-        hi = time.time() if now is None else now
-    lo = epoch(start)
+        hi = default_range(1, now=current)[1] if now is None else current
     if lo is None:
-        lo = hi - default_days * DAY_S
+        lo = hi - days * DAY_S
     if lo >= hi:
         raise HTTPException(422, f"{names[0]} must be before {names[1]}")
     check_range(lo, hi, bucket=bucket, names=names)
+    if whole_days:
+        for name, value in zip(names, (lo, hi), strict=True):
+            if value != day_start(value):
+                raise HTTPException(
+                    422,
+                    f"{name}: {rfc3339(value)} is not 00:00 UTC; this answer is summed from "
+                    "per-UTC-day rollups and is never silently widened: give a date "
+                    "(YYYY-MM-DD; a date end is inclusive), a 00:00 UTC time or -Nd/-Nw, or "
+                    "read GET /api/v1/jobs for a sub-day range",
+                )
+    return lo, hi
+
+
+def submitted_range(
+    after: str | None, before: str | None, *, names: tuple[str, str]
+) -> tuple[float | None, float | None]:
+    """An optional [after, before) range on job submission times; 422 when unreadable or empty."""
+    lo = parse_time_param(after, names[0])
+    hi = parse_time_param(before, names[1])
+    if lo is not None and hi is not None and lo >= hi:
+        raise HTTPException(422, f"{names[0]} must be before {names[1]}")
     return lo, hi
 
 
@@ -292,7 +428,7 @@ def csv_response(rows: Sequence[dict[str, Any]], columns: Sequence[str], filenam
     writer = csv.writer(buf)
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(_dig(row, c)) for c in columns])
+        writer.writerow([_cell(_dig(row, c), c) for c in columns])
     return Response(
         content=buf.getvalue(),
         media_type="text/csv",
@@ -307,38 +443,75 @@ def _dig(row: dict[str, Any], column: str) -> Any:
     return value
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: Any, column: str = "") -> Any:
     if value is None:
         return ""
     if isinstance(value, float):
-        return round(value, 6)
+        return round_number(
+            value, round_for(column.rsplit(".", 1)[-1]) or round_for(column.split(".", 1)[0])
+        )
     return value
 
 
 TIME_KEYS = frozenset(
-    {"bucket", "start", "end", "submitted_at", "ended_at", "ts", "training_start", "updated_at"}
+    {
+        "bucket",
+        "start",
+        "end",
+        "submitted_at",
+        "ended_at",
+        "ts",
+        "training_start",
+        "updated_at",
+        "submitted_after",
+        "submitted_before",
+    }
 )
 
 
 def with_rfc3339(value: Any) -> Any:
     """A copy of an answer with every epoch time under a TIME_KEYS key as RFC 3339 UTC.
 
-    Every list in it is held to the row cap (422 when over it).
+    Floats are rounded by their unit (`round_for`). Every list in it is held to the row cap
+    (422 when over it).
     """
-    return _with_rfc3339(value, "answer")
+    return _with_rfc3339(value, "answer", None)
 
 
-def _with_rfc3339(value: Any, where: str) -> Any:
+def round_for(key: str) -> int | None:
+    """Decimals for a field by its unit suffix: _pct/_pp 2, _gpu_h and _s 3, shares 4."""
+    if key.endswith(("_pct", "_pp")) or key in ("pct", "pp"):
+        return 2
+    if key.endswith(("_gpu_h", "_s", "_h")) or key in ("gpu_h", "s") or "_gpu_h_" in key:
+        return 3
+    if key == "share" or key.endswith("_share") or key.startswith("share_"):
+        return 4
+    return None
+
+
+def round_number(value: float, digits: int | None) -> float:
+    """A float rounded to `digits` decimals, or to 6 significant digits without a unit."""
+    if digits is not None:
+        return round(value, digits)
+    if value == 0 or value != value or value in (float("inf"), float("-inf")):
+        return value
+    return float(f"{value:.6g}")
+
+
+def _with_rfc3339(value: Any, where: str, digits: int | None) -> Any:
     if isinstance(value, dict):
-        return {
-            k: (
-                rfc3339(v)
-                if k in TIME_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
-                else _with_rfc3339(v, str(k))
-            )
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            key = str(k)
+            if k in TIME_KEYS and isinstance(v, int | float) and not isinstance(v, bool):
+                out[k] = rfc3339(v)
+            else:
+                rule = round_for(key)
+                out[k] = _with_rfc3339(v, key, rule if rule is not None else digits)
+        return out
     if isinstance(value, list):
         check_rows(value, where)
-        return [_with_rfc3339(v, where) for v in value]
+        return [_with_rfc3339(v, where, digits) for v in value]
+    if isinstance(value, float):
+        return round_number(value, digits)
     return value

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from backend.fleet.days import DAY_S
 from backend.params import DEFAULT_DAYS, ReadBounds
+from backend.timefmt import parse_day
 
 BUCKETS = ("day", "week")
+__all__ = ["DEFAULT_DAYS", "Filters", "auto_bucket"]
 # Past two months a bar per day is too thin to read: ranges this long default to weeks.
 WEEKLY_AFTER_DAYS = 62
 
@@ -20,13 +22,13 @@ def auto_bucket(start: date, end: date) -> str:
     return "week" if (end - start).days >= WEEKLY_AFTER_DAYS else "day"
 
 
-def _parse_date(value: Any) -> date | None:
+def _parse_date(value: Any, side: Literal["start", "end"], today: date) -> date | None:
+    """A URL bound as an inclusive UTC day, read by the one parser (backend.timefmt)."""
     if not value or not isinstance(value, str):
         return None
-    try:
-        return date.fromisoformat(value[:10])
-    except ValueError:
-        return None
+    if len(value) > 10 and value[4:5] == "-" and value[10:11] in ("T", " "):
+        value = value[:10]  # a page's range is whole days: a date-time keeps its day
+    return parse_day(value, side, today=today)
 
 
 def _parse_label(value: Any) -> tuple[str, str] | None:
@@ -96,14 +98,17 @@ class Filters:
         it is the deprecated alias of `team=`.
         """
         today = today or datetime.now(UTC).date()
-        end = _parse_date(query.get("end")) or today
-        start = _parse_date(query.get("start")) or end - timedelta(days=DEFAULT_DAYS - 1)
+        bounds = bounds or ReadBounds()
+        end = _parse_date(query.get("end"), "end", today) or today
+        start = _parse_date(query.get("start"), "start", today) or end - timedelta(
+            days=bounds.default_range_days - 1
+        )
         if start > end:
             start, end = end, start
         bucket = query.get("bucket")
         if bucket not in BUCKETS:
             bucket = auto_bucket(start, end)
-        start, end, notice = _bounded(start, end, bucket, bounds or ReadBounds())
+        start, end, notice = _bounded(start, end, bucket, bounds)
         known = {"start", "end", "model", "team", "owner", "label", "bucket"}
         extra = {k: str(v) for k, v in query.items() if k not in known and v not in (None, "")}
         owner = _text(query.get("owner"))

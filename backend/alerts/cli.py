@@ -9,6 +9,7 @@ import typer
 
 from backend.config import get_settings
 
+ALERT_STATES = ("firing", "pending", "resolved", "inactive")
 alerts_app = typer.Typer(help="Per-owner SLOs and alerts.", no_args_is_help=True)
 
 
@@ -64,9 +65,17 @@ def list_alerts(
         str | None, typer.Option(help="firing, pending, resolved or inactive.")
     ] = None,
 ) -> None:
-    """Show alert instances, firing first."""
+    """Show alert instances, firing first; an unknown --state exits 2 naming the valid ones."""
     from backend.alerts import read
     from backend.db import Database
+
+    if state is not None and state not in ALERT_STATES:
+        typer.secho(
+            f"error: --state {state!r} is not a state; use one of {', '.join(ALERT_STATES)}",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(2)
 
     db = Database(get_settings().database_url)
     try:

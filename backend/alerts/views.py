@@ -12,10 +12,19 @@ from backend.alerts import acks, read, store
 from backend.alerts import silences as alert_silences
 from backend.alerts.models import AckCreate, Silence, SilenceCreate
 from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
+from backend.answers import (
+    AckRead,
+    AlertRead,
+    ChannelRead,
+    ChannelRef,
+    OwnerStatus,
+    SilenceRead,
+)
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
+from backend.params import check_time
 from backend.text import CleanStr
-from backend.timefmt import parse_time, rfc3339
+from backend.timefmt import parse_instant, rfc3339
 
 router = APIRouter(tags=["alerts"])
 
@@ -89,7 +98,7 @@ def delete_slo(name: SloName, db_session: SessionDep, _: AdminAccess) -> Respons
     return Response(status_code=204)
 
 
-@router.get("/alerts")
+@router.get("/alerts", response_model=list[AlertRead])
 def get_alerts(
     db_session: SessionDep,
     _: ReadAccess,
@@ -113,7 +122,7 @@ def get_alerts(
     return read.alert_docs(db_session=db_session, states=states, now=time.time())
 
 
-@router.post("/alerts/{fingerprint}/ack", status_code=201)
+@router.post("/alerts/{fingerprint}/ack", status_code=201, response_model=AckRead)
 def ack_alert(
     fingerprint: Annotated[CleanStr, Path(max_length=64)],
     body: AckCreate,
@@ -142,7 +151,7 @@ def ack_alert(
     }
 
 
-@router.get("/silences")
+@router.get("/silences", response_model=list[SilenceRead])
 def get_silences(
     db_session: SessionDep,
     _: ReadAccess,
@@ -157,7 +166,7 @@ def get_silences(
     return [read.silence_doc(s, now) for s in rows]
 
 
-@router.post("/silences", status_code=201)
+@router.post("/silences", status_code=201, response_model=SilenceRead)
 def post_silence(
     body: SilenceCreate, db_session: SessionDep, settings: SettingsDep, token: AdminAccess
 ) -> dict[str, Any]:
@@ -168,11 +177,15 @@ def post_silence(
     """
     now = time.time()
     try:
-        starts = parse_time(body.starts_at) if body.starts_at is not None else now
+        starts = (
+            check_time(parse_instant(body.starts_at).ts, "starts_at")
+            if body.starts_at is not None
+            else now
+        )
         if body.ends_at is not None and body.duration is not None:
             raise ValueError("give either ends_at or duration, not both")
         if body.ends_at is not None:
-            ends = parse_time(body.ends_at)
+            ends = check_time(parse_instant(body.ends_at).ts, "ends_at")
         elif body.duration is not None:
             ends = starts + parse_duration(body.duration)
         else:
@@ -195,7 +208,7 @@ def post_silence(
     return read.silence_doc(row, now)
 
 
-@router.delete("/silences/{silence_id}")
+@router.delete("/silences/{silence_id}", response_model=SilenceRead)
 def delete_silence(
     silence_id: Annotated[int, Path(ge=1, le=2**63 - 1)], db_session: SessionDep, _: AdminAccess
 ) -> dict[str, Any]:
@@ -206,7 +219,7 @@ def delete_silence(
     return read.silence_doc(db_session.get(Silence, silence_id), time.time())
 
 
-@router.put("/owners/{owner}/channels/{name}")
+@router.put("/owners/{owner}/channels/{name}", response_model=ChannelRef)
 def put_channel(
     owner: Annotated[CleanStr, Path(max_length=128)],
     name: str,
@@ -222,7 +235,7 @@ def put_channel(
     return {"owner": owner, "name": row.name, "kind": row.kind, "enabled": row.enabled}
 
 
-@router.get("/owners/{owner}/channels")
+@router.get("/owners/{owner}/channels", response_model=list[ChannelRead])
 def get_channels(
     owner: Annotated[CleanStr, Path(max_length=128)], db_session: SessionDep, _: AdminAccess
 ) -> list[dict[str, Any]]:
@@ -240,7 +253,7 @@ def get_channels(
     ]
 
 
-@router.get("/owners/{owner}/status")
+@router.get("/owners/{owner}/status", response_model=OwnerStatus)
 def owner_status(
     owner: Annotated[CleanStr, Path(max_length=128)],
     db_session: SessionDep,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.alerts.slos import parse_duration
+from backend.answers import TokenCreated, TokenRead
 from backend.auth import service
 from backend.auth.deps import AdminAccess
 from backend.deps import SessionDep
@@ -31,13 +32,13 @@ class TokenCreate(BaseModel):
     )
 
 
-@router.get("/tokens")
+@router.get("/tokens", response_model=list[TokenRead])
 def list_tokens(db_session: SessionDep, _: AdminAccess) -> list[dict[str, Any]]:
     """Every token: name, scope, models, created, expires, last used, revoked (never secrets)."""
     return [service.token_doc(t) for t in service.list_tokens(db_session=db_session)]
 
 
-@router.post("/tokens", status_code=201)
+@router.post("/tokens", status_code=201, response_model=TokenCreated)
 def create_token(body: TokenCreate, db_session: SessionDep, _: AdminAccess) -> dict[str, Any]:
     """Create a token; the answer's `token` is the secret, shown this once and stored hashed."""
     try:
@@ -55,7 +56,7 @@ def create_token(body: TokenCreate, db_session: SessionDep, _: AdminAccess) -> d
     return {**service.token_doc(row), "token": secret}
 
 
-@router.post("/tokens/{ref}/revoke")
+@router.post("/tokens/{ref}/revoke", response_model=TokenRead)
 def revoke_token(
     ref: Annotated[str, Path(max_length=128, description="the token's name or id")],
     db_session: SessionDep,

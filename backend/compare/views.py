@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
+from backend.answers import CompareAnswer, PairsAnswer
 from backend.auth.deps import ReadAccess
 from backend.compare import service
 from backend.deps import SessionDep
-from backend.params import call_service, csv_response, epoch, parse_labels, with_rfc3339
+from backend.params import (
+    alias_query,
+    call_service,
+    csv_response,
+    end_query,
+    parse_labels,
+    pick_alias,
+    start_query,
+    submitted_range,
+    with_rfc3339,
+)
 
 router = APIRouter(prefix="/compare", tags=["compare"])
 
 
-@router.get("", summary="Compare a baseline job with an optimized job (Fig. 6, Eq. 3)")
+@router.get(
+    "",
+    summary="Compare a baseline job with an optimized job (Fig. 6, Eq. 3)",
+    response_model=CompareAnswer,
+)
 def compare(
     _auth: ReadAccess,
     db_session: SessionDep,
@@ -37,7 +51,12 @@ def _one_label(value: str, name: str) -> tuple[str, str]:
     return next(iter(labels.items()))
 
 
-@router.get("/pairs", summary="Compare every pair a label chooses, summed in minutes")
+@router.get(
+    "/pairs",
+    summary="Compare every pair a label chooses, summed in minutes",
+    response_model=PairsAnswer,
+    responses={200: {"content": {"text/csv": {}}, "description": "JSON, or CSV with format=csv"}},
+)
 def compare_pairs(
     _auth: ReadAccess,
     db_session: SessionDep,
@@ -45,15 +64,20 @@ def compare_pairs(
     optimized_label: str = Query("variant=optimized", description="key=value of optimized jobs"),
     pair_key: str | None = Query(None, description="label whose value pairs jobs in a model"),
     model: str | None = Query(None),
-    owner: str | None = Query(None),
-    start: datetime | None = Query(None, description="jobs submitted at or after"),
-    end: datetime | None = Query(None, description="jobs submitted before"),
+    team: str | None = Query(None, description="the models this team owns"),
+    owner: str | None = alias_query("team", "the models this team owns"),
+    submitted_after: str | None = start_query("jobs submitted at or after", "none"),
+    submitted_before: str | None = end_query("jobs submitted before (a date is inclusive)", "none"),
+    start: str | None = alias_query("submitted_after", "jobs submitted at or after"),
+    end: str | None = alias_query("submitted_before", "jobs submitted before"),
     format: Literal["json", "csv"] = Query("json"),
 ) -> Any:
     """`{"pairs": [...], "total": {...}, "unpaired": [...], "warnings": [...]}`."""
-    lo, hi = epoch(start), epoch(end)
-    if lo is not None and hi is not None and lo >= hi:
-        raise HTTPException(422, "start must be before end")
+    lo, hi = submitted_range(
+        pick_alias("submitted_after", submitted_after, "start", start),
+        pick_alias("submitted_before", submitted_before, "end", end),
+        names=("submitted_after", "submitted_before"),
+    )
     answer = call_service(
         service.compare_by_label,
         db_session=db_session,
@@ -61,7 +85,7 @@ def compare_pairs(
         optimized_label=_one_label(optimized_label, "optimized_label"),
         pair_key=pair_key,
         model=model,
-        owner=owner,
+        owner=pick_alias("team", team, "owner", owner),
         start=lo,
         end=hi,
     )
@@ -75,4 +99,4 @@ def compare_pairs(
         cols += ["delta.lost_s", "restart_multiplier", "cascade.tts_bound_s"]
         cols += ["cascade.recovery_residual_s", "nof.baseline", "nof.optimized"]
         return csv_response(rows, cols, "compare-pairs.csv")
-    return with_rfc3339(answer)
+    return with_rfc3339({**answer, "submitted_after": lo, "submitted_before": hi})

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backend.auth.deps import ReadAccess
 from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
 from backend.ett import read as service
 from backend.jobs import quarantine
-from backend.params import epoch, parse_labels
+from backend.params import (
+    alias_query,
+    end_query,
+    parse_labels,
+    parse_time_param,
+    pick_alias,
+    round_for,
+    round_number,
+    start_query,
+)
 from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
 
+JobStatus = Literal[
+    "pending", "running", "succeeded", "failed", "cancelled", "abandoned", "unknown"
+]
 SortKey = Literal[
     "ett_pct",
     "-ett_pct",
@@ -36,7 +47,8 @@ class JobSummary(BaseModel):
 
     job_id: str
     model: str | None
-    owner: str | None
+    team: str | None = Field(description="the team that owns the job's model (label owner first)")
+    owner: str | None = Field(description="deprecated: the same as team", deprecated=True)
     labels: dict[str, Any]
     gpus: int
     status: str
@@ -46,7 +58,7 @@ class JobSummary(BaseModel):
     e2e_s: float
     effective_s: float
     ett_pct: float
-    gpu_hours_lost: float
+    gpu_hours_lost: float = Field(description="GPU-hours lost")
     nof: int
     tts_s: float
     recovery_s: float
@@ -58,6 +70,8 @@ class JobPage(BaseModel):
     total: int
     limit: int
     offset: int
+    start: str | None = Field(None, description="the range asked for (jobs overlapping it)")
+    end: str | None = None
     jobs: list[JobSummary]
 
 
@@ -66,41 +80,55 @@ def list_jobs(
     db_session: SessionDep,
     _access: ReadAccess,
     model: str | None = None,
-    owner: Annotated[
-        str | None, Query(description="owning team (job label or model owner)")
+    team: Annotated[
+        str | None, Query(description="the team that owns the job's model (job label or model)")
     ] = None,
+    owner: str | None = alias_query("team", "the team that owns the job's model"),
     label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
-    status: str | None = None,
-    start: Annotated[
-        datetime | None, Query(description="jobs still running at or after this time")
-    ] = None,
-    end: Annotated[datetime | None, Query(description="jobs submitted before this time")] = None,
+    status: JobStatus | None = None,
+    start: str | None = start_query(
+        "jobs whose lifetime overlaps [start, end): still running at or after", "none"
+    ),
+    end: str | None = end_query("jobs submitted before (a date is inclusive)", "none"),
     sort: SortKey = "-submitted_at",
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobPage:
-    """Jobs with their ETT%, lost GPU-hours and Level-1 headline numbers; filter, sort, page."""
+    """Jobs with their ETT%, lost GPU-hours and Level-1 headline numbers; filter, sort, page.
+
+    Without start and end every job is listed (the list is also a lookup by id).
+    """
+    lo, hi = parse_time_param(start, "start"), parse_time_param(end, "end")
+    if lo is not None and hi is not None and lo >= hi:
+        raise HTTPException(422, "start must be before end")
     rows, total = service.list_jobs(
         db_session=db_session,
         model=model,
-        owner=owner,
+        owner=pick_alias("team", team, "owner", owner),
         labels=parse_labels(label),
         status=status,
-        start=epoch(start),
-        end=epoch(end),
+        start=lo,
+        end=hi,
         sort=sort,
         limit=limit,
         offset=offset,
     )
     jobs = [
         JobSummary(
-            **{k: v for k, v in r.items() if k not in ("submitted_at", "ended_at", "computed_at")},
+            **{
+                k: round_number(v, round_for(k)) if isinstance(v, float) else v
+                for k, v in r.items()
+                if k not in ("submitted_at", "ended_at", "computed_at")
+            },
+            team=r.get("owner"),
             submitted_at=rfc3339(r["submitted_at"]),
             ended_at=rfc3339(r["ended_at"]),
         )
         for r in rows
     ]
-    return JobPage(total=total, limit=limit, offset=offset, jobs=jobs)
+    return JobPage(
+        total=total, limit=limit, offset=offset, start=rfc3339(lo), end=rfc3339(hi), jobs=jobs
+    )
 
 
 @router.get("/jobs/{job_id:path}/ett")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
@@ -28,17 +27,14 @@ from backend.fleet.models import (
     FleetJobDay,
 )
 from backend.metrics import core as metrics
+from backend.timefmt import parse_instant
 
 _ZERO = 1e-6
 _CHUNK = 500
 
 
 def _ts(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    return None if value is None else parse_instant(value).ts
 
 
 def _chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:

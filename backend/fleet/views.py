@@ -1,57 +1,75 @@
-"""Fleet REST: ETT% trend, lost GPU-hours, regressions, failures (JSON, or CSV for tables)."""
+"""Fleet REST: ETT% trend, lost GPU-hours, regressions, failures (JSON, or CSV for tables).
+
+Every answer here is summed from the per-UTC-day rollups, so its range is whole UTC days
+(a sub-day bound answers 422, never a silently widened range); see docs/API.md.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from backend.answers import FailuresByModel, FailureSeries, FleetEtt, LostAnswer, Regressions
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.metrics import fleet as service
 from backend.params import (
+    alias_query,
     call_service,
     csv_response,
+    end_query,
     parse_labels,
+    pick_alias,
+    start_query,
     time_range,
     with_rfc3339,
 )
 
 router = APIRouter(prefix="/fleet", tags=["fleet"])
 
-Start = Query(
-    None, description="range start (RFC 3339, date or epoch seconds); default end - 180 days"
-)
-End = Query(None, description="range end, exclusive (default now)")
+Start = start_query()
+End = end_query()
 Bucket = Query("day", description="'day' or ISO 'week' (Monday 00:00 UTC)")
 ModelQ = Query(None, description="one model")
-OwnerQ = Query(None, description="the models of this owning team")
+TeamQ = Query(None, description="the models this team owns")
+OwnerAliasQ = alias_query("team", "the models this team owns")
 LabelQ = Query(None, description="key=value, repeatable: jobs whose labels all match")
 Format = Query("json", description="'json' or 'csv'")
+CSV_JSON = {200: {"content": {"text/csv": {}}, "description": "JSON, or CSV with format=csv"}}
 
 
 def _series_csv(answer: dict[str, Any], extra: list[str], name: str) -> Response:
     rows = with_rfc3339(answer["series"])
-    return csv_response(rows, ["bucket", *extra], name)
+    return csv_response(rows, ["bucket", *extra, "partial"], name)
 
 
-@router.get("/ett", summary="Fleet ETT% per day or week, GPU-time weighted")
+def _team(team: str | None, owner: str | None) -> str | None:
+    return pick_alias("team", team, "owner", owner)
+
+
+@router.get(
+    "/ett",
+    summary="Fleet ETT% per day or week, GPU-time weighted",
+    response_model=FleetEtt,
+    responses=CSV_JSON,
+)
 def fleet_ett(
     _auth: ReadAccess,
     db_session: SessionDep,
-    start: datetime | None = Start,
-    end: datetime | None = End,
+    start: str | None = Start,
+    end: str | None = End,
     bucket: Literal["day", "week"] = Bucket,
     model: str | None = ModelQ,
-    owner: str | None = OwnerQ,
+    team: str | None = TeamQ,
+    owner: str | None = OwnerAliasQ,
     label: list[str] | None = LabelQ,
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"series": [{"bucket", "ett_pct", "wall_gpu_h", "effective_gpu_h", "components_gpu_h"}]}`."""
-    lo, hi = time_range(start, end, bucket=bucket)
+    lo, hi = time_range(start, end, bucket=bucket, whole_days=True)
     answer = call_service(
         service.fleet_ett,
         db_session=db_session,
@@ -59,9 +77,10 @@ def fleet_ett(
         end=hi,
         bucket=bucket,
         model=model,
-        owner=owner,
+        owner=_team(team, owner),
         labels=parse_labels(label),
     )
+    answer = {**answer, "start": lo, "end": hi}
     if format == "csv":
         cols = ["ett_pct", "wall_gpu_h", "effective_gpu_h", "lost_gpu_h"]
         cols += [f"components_gpu_h.{c}" for c in COMPONENTS]
@@ -69,21 +88,30 @@ def fleet_ett(
     return with_rfc3339(answer)
 
 
-@router.get("/lost", summary="Lost GPU-hours by component, phase, owner or system")
+@router.get(
+    "/lost",
+    summary="Lost GPU-hours by component, phase, owner or system",
+    response_model=LostAnswer,
+    response_model_exclude_unset=True,
+    responses=CSV_JSON,
+)
 def lost(
     _auth: ReadAccess,
     db_session: SessionDep,
     settings: SettingsDep,
-    start: datetime | None = Start,
-    end: datetime | None = End,
-    by: Literal["component", "phase", "owner", "system"] = Query("component"),
+    start: str | None = Start,
+    end: str | None = End,
+    by: Literal["component", "phase", "owner", "system"] = Query(
+        "component", description="group by component, phase, owner (of the component) or system"
+    ),
     model: str | None = ModelQ,
-    owner: str | None = OwnerQ,
+    team: str | None = TeamQ,
+    owner: str | None = OwnerAliasQ,
     label: list[str] | None = LabelQ,
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"by", "start", "end", "total_gpu_h", "rows": [{<by>, "gpu_h", "share", "components"}]}`."""
-    lo, hi = time_range(start, end)
+    lo, hi = time_range(start, end, whole_days=True)
     rows = call_service(
         service.lost_gpu_hours,
         db_session=db_session,
@@ -92,7 +120,7 @@ def lost(
         end=hi,
         by=by,
         model=model,
-        owner=owner,
+        owner=_team(team, owner),
         labels=parse_labels(label),
     )
     if format == "csv":
@@ -108,25 +136,40 @@ def lost(
     )
 
 
-@router.get("/regressions", summary="Models whose ETT% fell most between two ranges")
+@router.get(
+    "/regressions",
+    summary="Models whose ETT% fell most between two ranges",
+    response_model=Regressions,
+    responses=CSV_JSON,
+)
 def regressions(
     _auth: ReadAccess,
     db_session: SessionDep,
-    before_start: datetime | None = Query(None, description="default: after_start - 30 days"),
-    before_end: datetime | None = Query(None, description="default: after_start"),
-    after_start: datetime | None = Query(None, description="default: after_end - 30 days"),
-    after_end: datetime | None = Query(None, description="default: now"),
+    before_start: str | None = start_query("the earlier range's start", "after_start - 30 days"),
+    before_end: str | None = end_query("the earlier range's end", "after_start"),
+    after_start: str | None = start_query("the later range's start", "after_end - 30 days"),
+    after_end: str | None = end_query("the later range's end"),
     limit: int = Query(20, ge=1, le=500),
-    owner: str | None = OwnerQ,
+    team: str | None = TeamQ,
+    owner: str | None = OwnerAliasQ,
     label: list[str] | None = LabelQ,
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"before": {start, end}, "after": {start, end}, "models": [...]}`, largest fall first."""
     a_lo, a_hi = time_range(
-        after_start, after_end, default_days=30, names=("after_start", "after_end")
+        after_start,
+        after_end,
+        default_days=30,
+        names=("after_start", "after_end"),
+        whole_days=True,
     )
     b_lo, b_hi = time_range(
-        before_start, before_end, default_days=30, now=a_lo, names=("before_start", "before_end")
+        before_start,
+        before_end,
+        default_days=30,
+        now=a_lo,
+        names=("before_start", "before_end"),
+        whole_days=True,
     )
     rows = call_service(
         service.regressions,
@@ -136,11 +179,12 @@ def regressions(
         after_start=a_lo,
         after_end=a_hi,
         limit=limit,
-        owner=owner,
+        owner=_team(team, owner),
         labels=parse_labels(label),
     )
+    rows = [{**r, "team": r.get("owner")} for r in rows]
     if format == "csv":
-        cols = ["model", "owner", "ett_pct_before", "ett_pct_after", "delta_pp", "driver"]
+        cols = ["model", "team", "ett_pct_before", "ett_pct_after", "delta_pp", "driver"]
         cols += ["driver_share_pp", "lost_gpu_h_after", "wall_gpu_h_after"]
         return csv_response(rows, cols, "regressions.csv")
     return with_rfc3339(
@@ -164,20 +208,26 @@ _FAILURE_COLS = [
 ]
 
 
-@router.get("/failures", summary="Failures per day or week: NoF by kind, attempts per job, rate")
+@router.get(
+    "/failures",
+    summary="Failures per day or week: NoF by kind, attempts per job, rate",
+    response_model=FailureSeries,
+    responses=CSV_JSON,
+)
 def failures(
     _auth: ReadAccess,
     db_session: SessionDep,
-    start: datetime | None = Start,
-    end: datetime | None = End,
+    start: str | None = Start,
+    end: str | None = End,
     bucket: Literal["day", "week"] = Bucket,
     model: str | None = ModelQ,
-    owner: str | None = OwnerQ,
+    team: str | None = TeamQ,
+    owner: str | None = OwnerAliasQ,
     label: list[str] | None = LabelQ,
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"series": [{"bucket", "failures", "nof_by_kind", "attempts_per_job", ...}], "total"}`."""
-    lo, hi = time_range(start, end, bucket=bucket)
+    lo, hi = time_range(start, end, bucket=bucket, whole_days=True)
     answer = call_service(
         service.failure_series,
         db_session=db_session,
@@ -185,32 +235,39 @@ def failures(
         end=hi,
         bucket=bucket,
         model=model,
-        owner=owner,
+        owner=_team(team, owner),
         labels=parse_labels(label),
     )
+    answer = {**answer, "start": lo, "end": hi}
     if format == "csv":
         return _series_csv(answer, _FAILURE_COLS, "failures.csv")
     return with_rfc3339(answer)
 
 
-@router.get("/failures/by-model", summary="Failures per model over a range")
+@router.get(
+    "/failures/by-model",
+    summary="Failures per model over a range",
+    response_model=FailuresByModel,
+    responses=CSV_JSON,
+)
 def failures_by_model(
     _auth: ReadAccess,
     db_session: SessionDep,
-    start: datetime | None = Start,
-    end: datetime | None = End,
-    owner: str | None = OwnerQ,
+    start: str | None = Start,
+    end: str | None = End,
+    team: str | None = TeamQ,
+    owner: str | None = OwnerAliasQ,
     label: list[str] | None = LabelQ,
     format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"start", "end", "models": [{"model", "failures", "nof_by_kind", ...}]}`."""
-    lo, hi = time_range(start, end)
+    lo, hi = time_range(start, end, whole_days=True)
     rows = call_service(
         service.failures_by_model,
         db_session=db_session,
         start=lo,
         end=hi,
-        owner=owner,
+        owner=_team(team, owner),
         labels=parse_labels(label),
     )
     if format == "csv":

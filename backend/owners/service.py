@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
+from backend.ett.catalogue import resolve_phase
+from backend.ett.models import JobInterval
+from backend.jobs.models import Job
 from backend.owners.mapping import (
     DEFAULT_FILE,
     OwnerMapping,
@@ -84,3 +87,44 @@ def reset_mapping(*, db_session: Session) -> int:
 def custom_phase_components(*, db_session: Session, settings: Settings | None) -> dict[str, str]:
     """`custom.*` phase -> component for the ETT engine's `compute_job(custom_phases=...)`."""
     return resolver(db_session=db_session, settings=settings).custom_phase_components()
+
+
+# Training and waste pieces come from progress and checkpoint events, never from the mapping.
+_LAYERED = ("effective_training", "wasted_training")
+
+
+def stale_job_ids(*, db_session: Session, settings: Settings | None) -> list[str]:
+    """Jobs whose stored intervals put a custom phase under another component than the mapping.
+
+    Only phases the catalogue does not know are checked (the mapping decides their component);
+    a catalogue phase's component never depends on the owners mapping.
+    """
+    custom = custom_phase_components(db_session=db_session, settings=settings)
+    pairs = db_session.execute(
+        select(JobInterval.phase, JobInterval.component)
+        .where(JobInterval.phase.is_not(None))
+        .distinct()
+    ).all()
+    moved: set[str] = set()
+    for phase, component in pairs:
+        if resolve_phase(phase).known or component in _LAYERED:
+            continue
+        if resolve_phase(phase, custom).component != component:
+            moved.add(phase)
+    if not moved:
+        return []
+    stmt = select(JobInterval.job_id).where(JobInterval.phase.in_(sorted(moved))).distinct()
+    return sorted(db_session.scalars(stmt))
+
+
+def mark_for_reaccount(*, db_session: Session, settings: Settings | None) -> int:
+    """Mark dirty (for recompute) every job the mapping in force would account differently."""
+    job_ids = stale_job_ids(db_session=db_session, settings=settings)
+    now = time.time()
+    for i in range(0, len(job_ids), 500):
+        db_session.execute(
+            update(Job)
+            .where(Job.job_id.in_(job_ids[i : i + 500]))
+            .values(dirty=True, updated_at=now)
+        )
+    return len(job_ids)

@@ -128,3 +128,16 @@ def test_token_list_expiry_and_revoke(env: dict[str, str]) -> None:
     assert all(t["revoked_at"] for t in listed) and secret not in json.dumps(listed)
     missing = run(["token", "revoke", "nobody"], env, check=False)
     assert missing.returncode == 2 and "no token named 'nobody'" in missing.stderr
+
+
+def test_alerts_list_bad_state_exits_nonzero_listing_states(env: dict[str, str]) -> None:
+    run(["db", "upgrade"], env)
+    result = run(["alerts", "list", "--state", "bogus"], env, check=False)
+    assert result.returncode == 2
+    assert "firing" in result.stderr and "resolved" in result.stderr
+    assert run(["alerts", "list", "--state", "firing"], env).returncode == 0
+
+
+def test_owners_reaccount_marks_nothing_on_an_empty_database(env: dict[str, str]) -> None:
+    run(["db", "upgrade"], env)
+    assert run(["owners", "reaccount"], env).stdout.strip() == "0 jobs marked for recompute"

@@ -75,3 +75,14 @@ def test_owner_is_the_team_alias_except_on_the_owners_page() -> None:
     )
     assert owners_page.team == "ads" and owners_page.owner == "checkpoint"
     assert owners_page.query()["owner"] == "checkpoint"
+
+
+def test_relative_and_inclusive_dates_like_the_api() -> None:
+    """The page reads `-7d` and an end date as the REST API does (backend.timefmt)."""
+    from datetime import date
+
+    today = date(2026, 11, 30)
+    f = Filters.from_query({"start": "-7d"}, today=today)
+    assert (f.start, f.end) == (date(2026, 11, 24), today)
+    f = Filters.from_query({"start": "2026-11-01", "end": "2026-11-30"}, today=today)
+    assert f.end_ts - f.start_ts == 30 * 86400.0

@@ -53,6 +53,11 @@ def api(seeded: Settings, database: Database) -> Any:
         yield c
 
 
+def _pct_matches(shown: str, rest_pct: float) -> bool:
+    """A page's one-decimal ETT% is the REST answer's (rounded to 2 decimals, docs/API.md)."""
+    return shown.endswith("%") and abs(float(shown[:-1]) - rest_pct) <= 0.05 + 5e-3
+
+
 def test_fleet_page_headline_equals_the_rest_answers(
     api: TestClient, seeded: Settings, database: Database
 ) -> None:
@@ -61,7 +66,7 @@ def test_fleet_page_headline_equals_the_rest_answers(
     failures = api.get("/api/v1/fleet/failures", params=rest).json()
     with dashboard_request(seeded, database):
         page = whole(fleet, start=start, end=end)
-    assert _text(page, "fleet-ett") == f"{ett['total']['ett_pct']:.1f}%"
+    assert _pct_matches(_text(page, "fleet-ett"), ett["total"]["ett_pct"])
     assert _text(page, "fleet-jobs") == f"{failures['total']['jobs']:,}"
     assert _text(page, "fleet-failures") == f"{failures['total']['failures']:,}"
     assert _text(page, "fleet-lost") == f"{ett['total']['lost_gpu_h']:,.0f}"
@@ -70,8 +75,8 @@ def test_fleet_page_headline_equals_the_rest_answers(
     # Whole buckets on the solid line, partial ones (today, still in progress) hollow apart.
     complete = [p["ett_pct"] for p in drawn if not p["partial"]]
     partial = [p["ett_pct"] for p in drawn if p["partial"]]
-    assert [y for y in trend.data[0].y if y is not None] == pytest.approx(complete)
-    assert partial and list(trend.data[-1].y) == pytest.approx(partial)
+    assert [y for y in trend.data[0].y if y is not None] == pytest.approx(complete, abs=5e-3)
+    assert partial and list(trend.data[-1].y) == pytest.approx(partial, abs=5e-3)
     level1 = find(page, "fleet-level1-graph").figure
     assert {t.name for t in level1.data} >= {"TTS", "TTR"}
     assert {
@@ -93,7 +98,7 @@ def test_fleet_page_filters_by_model_and_label(
     with dashboard_request(seeded, database):
         page = whole(fleet, start=start, end=end, model="model-a", label="variant=baseline")
         unknown = whole(fleet, start=start, end=end, owner="no-such-team")
-    assert _text(page, "fleet-ett") == f"{expected['total']['ett_pct']:.1f}%"
+    assert _pct_matches(_text(page, "fleet-ett"), expected["total"]["ett_pct"])
     assert find(page, "fleet-filter-label").value == "variant=baseline"
     assert find(page, "fleet-filter-model").value == "model-a"
     assert "no-such-team" in str(find(unknown, "fleet-empty").children)
@@ -132,7 +137,7 @@ def test_model_page_equals_the_rest_answer(
     with dashboard_request(seeded, database):
         page = whole(models, model="model-c", start=start, end=end)
         listing = whole(models, start=start, end=end)
-    assert _text(page, "model-ett") == f"{answer['ett_pct']:.1f}%"
+    assert _pct_matches(_text(page, "model-ett"), answer["ett_pct"])
     assert _text(page, "model-jobs") == f"{answer['job_count']:,}"
     table = find(page, "model-jobs-table")
     shown = {r["job"].split("]")[0].lstrip("[") for r in table.data}
@@ -150,10 +155,10 @@ def test_model_page_equals_the_rest_answer(
         for c, v in answer["components_gpu_h"].items()
         if c != "effective_training" and v > 0
     }
-    assert drawn == pytest.approx(expected, rel=1e-6)
+    assert drawn == pytest.approx(expected, rel=1e-6, abs=1e-3)
     by_owner = find(page, "model-lost-owner-graph").figure
     assert sum(sum(t.x) for t in by_owner.data) == pytest.approx(
-        sum(r["gpu_h"] for r in answer["lost_by_owner"]), rel=1e-6
+        sum(r["gpu_h"] for r in answer["lost_by_owner"]), rel=1e-6, abs=1e-2
     )
     level1 = find(page, "model-level1-graph").figure
     tts = next(t for t in level1.data if t.name == "TTS")
@@ -174,7 +179,7 @@ def test_job_page_equals_the_rest_answer(
         page = whole(job, job_id="model-b-baseline")
         listing = whole(job)
         missing = whole(job, job_id="nope")
-    assert _text(page, "job-ett") == f"{answer['ett_pct']:.1f}%"
+    assert _pct_matches(_text(page, "job-ett"), answer["ett_pct"])
     assert _text(page, "job-nof") == str(answer["l1"]["nof"]) == "2"
     assert _text(page, "job-tts") == f"{answer['l1']['tts_s'] / 60.0:.1f} min"
     assert _text(page, "job-e2e") == f"{answer['e2e_s'] / 60.0:.1f} min"

@@ -32,7 +32,7 @@ def fleet(post: Any) -> None:
 
 def approx(x: float) -> Any:
     """Equal to 1e-9 relative."""
-    return pytest.approx(x, rel=1e-9, abs=1e-9)
+    return pytest.approx(x, rel=1e-9, abs=5e-3)  # answers are rounded (docs/API.md)
 
 
 def test_daily_series_splits_at_midnight(client: Any, fleet: None) -> None:
@@ -80,7 +80,7 @@ def test_csv_series(client: Any, fleet: None) -> None:
         "2026-04-24T00:00:00.000Z",
         "2026-04-25T00:00:00.000Z",
     ]
-    assert float(rows[1]["components_gpu_h.shutdown"]) == pytest.approx(300 * 8 / 3600, abs=1e-6)
+    assert float(rows[1]["components_gpu_h.shutdown"]) == pytest.approx(300 * 8 / 3600, abs=1e-3)
 
 
 def test_lost_by_component_owner_phase(client: Any, fleet: None) -> None:

@@ -37,7 +37,7 @@ from tests.dashboard.conftest import dashboard_request, seed_demo
 
 # The REST name of the "team that owns a model" filter (issue 14 renames owner -> team; the
 # integrator flips this one line if the rename lands).
-TEAM_PARAM = "owner"
+TEAM_PARAM = "team"
 PCT_TOL = 0.05  # points: answers may be rounded to 0.1 or finer
 GPU_H_TOL = 0.02  # relative... and absolute GPU-hours, whichever is larger (see `agree`)
 EFFECTIVE = "effective_training"
