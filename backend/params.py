@@ -36,7 +36,7 @@ from backend.timefmt import (
 # The default range of every read and page: the last DEFAULT_DAYS whole UTC days, today
 # included (setting ETT_DEFAULT_RANGE_DAYS).
 DEFAULT_DAYS = 180
-BUCKET_DAYS = {"day": 1, "week": 7}
+BUCKET_DAYS = {"day": 1, "week": 7, "month": 31}
 # Query parameters holding times: start/end, <x>_start/<x>_end, <x>_after/<x>_before.
 TIME_SUFFIXES = (("start", "end"), ("after", "before"))
 
@@ -123,7 +123,7 @@ def check_range(
             422,
             f"{names[0]}..{names[1]}: a range of {days:.0f} days{per} is over the limit of "
             f"{limit:.0f} days (setting {setting}); ask for a shorter range"
-            + (" or bucket=week" if bucket == "day" else ""),
+            + {"day": " or bucket=week", "week": " or bucket=month"}.get(bucket, ""),
         )
 
 

@@ -243,7 +243,7 @@ def filter_bar(
                 "Bucket",
                 dcc.RadioItems(
                     id=f"{prefix}-filter-bucket",
-                    options=["day", "week"],
+                    options=["day", "week", "month"],
                     value=filters.bucket,
                     inline=True,
                 ),

@@ -11,15 +11,19 @@ from backend.fleet.days import DAY_S
 from backend.params import DEFAULT_DAYS, ReadBounds
 from backend.timefmt import parse_day
 
-BUCKETS = ("day", "week")
+BUCKETS = ("day", "week", "month")
 __all__ = ["DEFAULT_DAYS", "Filters", "auto_bucket"]
 # Past two months a bar per day is too thin to read: ranges this long default to weeks.
 WEEKLY_AFTER_DAYS = 62
+MONTHLY_AFTER_DAYS = 730
 
 
 def auto_bucket(start: date, end: date) -> str:
     """The bucket a range of this length gets when the URL names none."""
-    return "week" if (end - start).days >= WEEKLY_AFTER_DAYS else "day"
+    days = (end - start).days
+    if days >= MONTHLY_AFTER_DAYS:
+        return "month"
+    return "week" if days >= WEEKLY_AFTER_DAYS else "day"
 
 
 def _parse_date(value: Any, side: Literal["start", "end"], today: date) -> date | None:

@@ -1,9 +1,10 @@
-"""Pure helpers for UTC days and weeks, and the split of intervals at day boundaries."""
+"""Pure helpers for UTC days, weeks and months, and the split of intervals at day boundaries."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -22,23 +23,47 @@ def week_start(ts: float) -> float:
     return (day_index - (day_index + _EPOCH_WEEKDAY) % 7) * DAY_S
 
 
+BUCKETS = ("day", "week", "month")
+
+
+def month_start(ts: float) -> float:
+    """The epoch second of 00:00 UTC on the first day of the calendar month holding `ts`."""
+    d = datetime.fromtimestamp(ts, UTC)
+    return datetime(d.year, d.month, 1, tzinfo=UTC).timestamp()
+
+
+def next_month(ts: float) -> float:
+    """00:00 UTC on the first day of the month after the one holding `ts`."""
+    d = datetime.fromtimestamp(ts, UTC)
+    year, month = (d.year + 1, 1) if d.month == 12 else (d.year, d.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC).timestamp()
+
+
 def bucket_start(ts: float, bucket: str) -> float:
-    """Start of the 'day' or 'week' bucket holding `ts`."""
+    """Start of the 'day', ISO 'week' or calendar 'month' bucket holding `ts`."""
     if bucket == "day":
         return day_start(ts)
     if bucket == "week":
         return week_start(ts)
-    raise ValueError(f"bucket must be 'day' or 'week', not {bucket!r}")
+    if bucket == "month":
+        return month_start(ts)
+    raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}, not {bucket!r}")
+
+
+def bucket_end(start: float, bucket: str) -> float:
+    """The end (exclusive) of the bucket starting at `start`."""
+    if bucket == "month":
+        return next_month(start)
+    return start + (DAY_S if bucket == "day" else WEEK_S)
 
 
 def bucket_starts(lo: float, hi: float, bucket: str) -> list[float]:
     """Every bucket start from the bucket holding `lo` up to (excluding) `hi`."""
-    step = DAY_S if bucket == "day" else WEEK_S
     out = []
     t = bucket_start(lo, bucket)
     while t < hi:
         out.append(t)
-        t += step
+        t = bucket_end(t, bucket)
     return out
 
 

@@ -32,7 +32,10 @@ router = APIRouter(prefix="/fleet", tags=["fleet"])
 
 Start = start_query()
 End = end_query()
-Bucket = Query("day", description="'day' or ISO 'week' (Monday 00:00 UTC)")
+Bucket = Query(
+    "day",
+    description="'day', ISO 'week' (Monday 00:00 UTC) or calendar 'month' (the 1st, 00:00 UTC)",
+)
 ModelQ = Query(None, description="one model")
 TeamQ = Query(None, description="the models this team owns")
 OwnerAliasQ = alias_query("team", "the models this team owns")
@@ -61,7 +64,7 @@ def fleet_ett(
     db_session: SessionDep,
     start: str | None = Start,
     end: str | None = End,
-    bucket: Literal["day", "week"] = Bucket,
+    bucket: Literal["day", "week", "month"] = Bucket,
     model: str | None = ModelQ,
     team: str | None = TeamQ,
     owner: str | None = OwnerAliasQ,
@@ -219,7 +222,7 @@ def failures(
     db_session: SessionDep,
     start: str | None = Start,
     end: str | None = End,
-    bucket: Literal["day", "week"] = Bucket,
+    bucket: Literal["day", "week", "month"] = Bucket,
     model: str | None = ModelQ,
     team: str | None = TeamQ,
     owner: str | None = OwnerAliasQ,

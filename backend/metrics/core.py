@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from backend.ett.catalogue import COMPONENTS
 from backend.ett.partition import EFFECTIVE
-from backend.fleet.days import DAY_S, WEEK_S, bucket_start, bucket_starts
+from backend.fleet.days import bucket_end, bucket_start, bucket_starts
 
 HOUR_S = 3600.0
 NULL_GPUS = 1
@@ -84,11 +84,6 @@ def point(components: Mapping[str, float]) -> dict[str, Any]:
         "lost_gpu_h": gpu_h(wall - eff),
         "components_gpu_h": {c: gpu_h(v) for c, v in components.items()},
     }
-
-
-def bucket_end(start: float, bucket: str) -> float:
-    """The end (exclusive) of the bucket starting at `start`."""
-    return start + (DAY_S if bucket == "day" else WEEK_S)
 
 
 def is_partial(b: float, bucket: str, *, start: float, end: float, now: float) -> bool:

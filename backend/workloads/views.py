@@ -87,7 +87,7 @@ def get_model(
     settings: SettingsDep,
     start: str | None = start_query(),
     end: str | None = end_query(),
-    bucket: Literal["day", "week"] = Query("day"),
+    bucket: Literal["day", "week", "month"] = Query("day"),
     job_limit: int = Query(200, ge=1, le=5000),
 ) -> Any:
     """The model page's numbers; 404 for an unknown model."""

@@ -20,8 +20,14 @@ def test_day_and_week_starts() -> None:
 def test_bucket_starts_cover_range() -> None:
     assert bucket_starts(D0 + 100, D0 + 2 * DAY, "day") == [D0, D0 + DAY]
     assert bucket_starts(D0, D0 + 3 * DAY, "week") == [D0 - 5 * DAY, D0 + 2 * DAY]
+    # Calendar months: April 2026 has 30 days, so May begins 6 days after Saturday 25 April.
+    april, may = D0 - 24 * DAY, D0 + 6 * DAY
+    assert bucket_starts(D0, D0 + 10 * DAY, "month") == [april, may]
+    dec, jan = 1_796_083_200.0, 1_798_761_600.0  # 2026-12-01, 2027-01-01: across a year end
+    assert bucket_starts(dec, jan, "month") == [dec]
+    assert bucket_starts(dec + 5, jan + 1, "month") == [dec, jan]
     with pytest.raises(ValueError):
-        bucket_starts(D0, D0 + DAY, "month")
+        bucket_starts(D0, D0 + DAY, "year")
 
 
 def test_split_by_day_cuts_at_midnight() -> None:

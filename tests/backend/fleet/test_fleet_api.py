@@ -57,6 +57,17 @@ def test_week_bucket_and_filters(client: Any, fleet: None) -> None:
     assert [p["bucket"] for p in week] == ["2026-04-20T00:00:00.000Z"]
     assert week[0]["ett_pct"] == approx((9600 + 50200) / (28800 + 55800) * 100)
 
+    month = client.get(
+        "/api/v1/fleet/ett",
+        params={"start": "2026-04-01", "end": "2026-05-31", "bucket": "month"},
+    ).json()["series"]
+    # Calendar months: both days fall in April; May is empty; neither bucket is cut.
+    assert [p["bucket"] for p in month] == ["2026-04-01T00:00:00.000Z", "2026-05-01T00:00:00.000Z"]
+    assert month[0]["ett_pct"] == approx((9600 + 50200) / (28800 + 55800) * 100)
+    assert month[1]["wall_gpu_h"] == 0 and not month[0]["partial"]
+    cut = client.get("/api/v1/fleet/ett", params={**RANGE, "bucket": "month"}).json()
+    assert [p["partial"] for p in cut["series"]] == [True]
+
     only_b = client.get("/api/v1/fleet/ett", params={**RANGE, "model": "m-b"}).json()
     assert only_b["series"][0]["wall_gpu_h"] == 0
     assert only_b["series"][0]["ett_pct"] is None
@@ -188,7 +199,7 @@ def test_rollups_follow_a_recompute(client: Any, database: Any, ingest_token: st
 
 def test_bad_parameters_and_unknown_names(client: Any, fleet: None) -> None:
     cases = [
-        {"bucket": "month"},
+        {"bucket": "year"},
         {"start": "yesterday"},
         {"start": "2026-04-26T00:00:00Z", "end": "2026-04-25T00:00:00Z"},
         {"label": "novalue"},
