@@ -211,8 +211,18 @@ class WhatIfIn(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str | None = Field(None, min_length=1, max_length=256)
-    start: datetime | None = None
-    end: datetime | None = None
+    submitted_after: datetime | None = Field(
+        None, description="fit on jobs submitted at or after (default submitted_before - 30 d)"
+    )
+    submitted_before: datetime | None = Field(
+        None, description="fit on jobs submitted before (default the end of today)"
+    )
+    start: datetime | None = Field(
+        None, deprecated=True, description="deprecated alias of submitted_after"
+    )
+    end: datetime | None = Field(
+        None, deprecated=True, description="deprecated alias of submitted_before"
+    )
     half_life_days: float | None = Field(
         None, gt=0, le=3650, description="fit recency-weighted with this half-life (default: level)"
     )

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Query
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.params import call_service, time_range
+from backend.params import alias_query, call_service, end_query, pick_alias, start_query, time_range
 from backend.planner import service
 from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS
 from backend.planner.models import CustomWhatIfOut, FleetPlanOut, ModelPlanOut, WhatIfIn
 
 router = APIRouter(prefix="/plan", tags=["planner"])
 
-_START = Query(None, description="fit on jobs submitted from (default end - 30 d)")
-_END = Query(None, description="fit on jobs submitted before (default now)")
+_AFTER = start_query("fit on jobs submitted at or after", "submitted_before - 30 days")
+_BEFORE = end_query("fit on jobs submitted before (a date is inclusive)", "the end of today")
+_START = alias_query("submitted_after", "jobs submitted at or after")
+_END = alias_query("submitted_before", "jobs submitted before")
+_NAMES = ("submitted_after", "submitted_before")
+
+
+def _submitted(
+    after: str | None, before: str | None, start: str | None, end: str | None
+) -> tuple[float, float]:
+    """The fit's [submitted_after, submitted_before), from the new names or their aliases."""
+    return time_range(
+        pick_alias("submitted_after", after, "start", start),
+        pick_alias("submitted_before", before, "end", end),
+        default_days=service.DEFAULT_PLAN_DAYS,
+        names=_NAMES,
+    )
+
+
 _HALF_LIFE = Query(
     None,
     gt=0,
@@ -38,12 +54,14 @@ def model_plan(
     _auth: ReadAccess,
     db_session: SessionDep,
     settings: SettingsDep,
-    start: datetime | None = _START,
-    end: datetime | None = _END,
+    submitted_after: str | None = _AFTER,
+    submitted_before: str | None = _BEFORE,
+    start: str | None = _START,
+    end: str | None = _END,
     half_life_days: float | None = _HALF_LIFE,
 ) -> Any:
     """Fit, prediction (ETT%, lost GPU-hours a day by component) and what-ifs of one model."""
-    lo, hi = time_range(start, end, default_days=service.DEFAULT_PLAN_DAYS)
+    lo, hi = _submitted(submitted_after, submitted_before, start, end)
     return call_service(
         service.model_plan,
         db_session=db_session,
@@ -64,13 +82,15 @@ def fleet_plan(
     _auth: ReadAccess,
     db_session: SessionDep,
     settings: SettingsDep,
-    start: datetime | None = _START,
-    end: datetime | None = _END,
+    submitted_after: str | None = _AFTER,
+    submitted_before: str | None = _BEFORE,
+    start: str | None = _START,
+    end: str | None = _END,
     half_life_days: float | None = _HALF_LIFE,
     top: int = Query(20, ge=1, le=200, description="how many opportunities"),
 ) -> Any:
     """Every model's prediction and the what-ifs summed over the fleet, most GPU-hours first."""
-    lo, hi = time_range(start, end, default_days=service.DEFAULT_PLAN_DAYS)
+    lo, hi = _submitted(submitted_after, submitted_before, start, end)
     return call_service(
         service.fleet_plan,
         db_session=db_session,
@@ -91,7 +111,12 @@ def what_if(
     body: WhatIfIn, _auth: ReadAccess, db_session: SessionDep, settings: SettingsDep
 ) -> Any:
     """Predict a custom change; 422 says which field is wrong and why."""
-    lo, hi = time_range(body.start, body.end, default_days=service.DEFAULT_PLAN_DAYS)
+    lo, hi = time_range(
+        pick_alias("submitted_after", body.submitted_after, "start", body.start),
+        pick_alias("submitted_before", body.submitted_before, "end", body.end),
+        default_days=service.DEFAULT_PLAN_DAYS,
+        names=_NAMES,
+    )
     return call_service(
         service.custom_what_if,
         db_session=db_session,

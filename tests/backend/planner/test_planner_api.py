@@ -20,8 +20,8 @@ SPEC = fleet.FleetSpec(seed=7, models=3, days=40.0, now=NOW)
 START = NOW - 41 * DAY_S
 END = NOW + 60.0
 RANGE = {
-    "start": datetime.fromtimestamp(START, UTC).isoformat(),
-    "end": datetime.fromtimestamp(END, UTC).isoformat(),
+    "submitted_after": datetime.fromtimestamp(START, UTC).isoformat(),
+    "submitted_before": datetime.fromtimestamp(END, UTC).isoformat(),
 }
 
 
@@ -172,8 +172,25 @@ def test_unknown_model_and_bad_range(client):
         "/api/v1/plan/what-if", json={"model": "no-such-model", "change": {"gpus": 8}}
     )
     assert answer.status_code == 404 and "unknown model" in answer.text
-    bad = client.get("/api/v1/plan/fleet", params={"start": RANGE["end"], "end": RANGE["start"]})
-    assert bad.status_code == 422 and "start must be before end" in bad.text
+    bad = client.get(
+        "/api/v1/plan/fleet",
+        params={
+            "submitted_after": RANGE["submitted_before"],
+            "submitted_before": RANGE["submitted_after"],
+        },
+    )
+    assert bad.status_code == 422 and "submitted_after must be before submitted_before" in bad.text
+    # The old names still work for one release, flagged deprecated; they fit the same jobs.
+    old = client.get(
+        "/api/v1/plan/fleet",
+        params={"start": RANGE["submitted_after"], "end": RANGE["submitted_before"]},
+    )
+    new = client.get("/api/v1/plan/fleet", params=RANGE)
+    assert (
+        old.headers.get("deprecation") == "true" and "use submitted_after" in old.headers["warning"]
+    )
+    assert old.json()["lost_gpu_h_per_day"] == new.json()["lost_gpu_h_per_day"]
+    assert "deprecation" not in new.headers
     assert client.get("/api/v1/plan/fleet", params={"half_life_days": 0}).status_code == 422
     assert not math.isnan(client.get("/api/v1/plan/fleet").json()["lost_gpu_h_per_day"])
 
