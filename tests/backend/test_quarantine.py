@@ -15,6 +15,7 @@ from backend.config import Settings
 from backend.ett import service
 from backend.ett.models import JobResult
 from backend.jobs.models import Job, JobQuarantine
+from backend.retention import month_of
 from ingest.models import RawEvent
 from tests.conftest import post_events
 
@@ -75,6 +76,7 @@ def _store_behind_ingest(database: Any, jobs: dict[str, list[dict[str, Any]]]) -
                         ts=ev.get("ts", ev.get("start", 0.0)),
                         received_at=T0,
                         payload=ev,
+                        job_month=month_of(T0),
                     )
                 )
         s.commit()
