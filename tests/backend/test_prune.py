@@ -205,3 +205,38 @@ def test_cli_prune_on_sqlite(tmp_path: Path) -> None:
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(RawEvent)) == 0
     db.dispose()
+
+
+def test_worker_path_keeps_pruned_rollups_and_default_rows_move(db_at_0010: Database) -> None:
+    db = db_at_0010
+    _recompute_all(db)
+    with db.session() as s:
+        retention.prune_raw(db_session=s, older_than_s=retention.parse_age("90d"), now=NOW)
+        s.commit()
+    before, rollups = _results(db), _rollup_rows(db)
+    with db.session() as s:  # the worker's batch path: recompute_jobs + one rollup refresh
+        s.execute(text("UPDATE jobs SET dirty = true"))
+        service.recompute_jobs(db_session=s, job_ids=list(before), now=NOW)
+        s.commit()
+    assert _results(db) == before and _rollup_rows(db) == rollups
+    if db.engine.dialect.name != "postgresql":
+        return
+    far = datetime(2031, 5, 3, tzinfo=UTC).timestamp()  # no partition yet: lands in DEFAULT
+    with db.session() as s:
+        ingest_batch(
+            db_session=s,
+            events=job_events("far-a", "m", far),
+            token=None,
+            now=far,
+            time_window=WINDOW,
+        )
+        s.commit()
+        assert s.scalar(text("SELECT count(*) FROM raw_events_default")) == 7
+    with db.engine.begin() as conn:
+        assert 203105 in retention.ensure_partitions(conn, now=far)
+    with db.session() as s:
+        assert s.scalar(text("SELECT count(*) FROM raw_events_default")) == 0
+        assert s.scalar(text("SELECT count(*) FROM raw_events_p203105")) == 7
+        dup = job_events("far-a", "m", far)[:1]
+        r = ingest_batch(db_session=s, events=dup, token=None, now=far, time_window=WINDOW)
+        assert r.duplicates == 1
