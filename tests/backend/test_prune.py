@@ -240,3 +240,19 @@ def test_worker_path_keeps_pruned_rollups_and_default_rows_move(db_at_0010: Data
         dup = job_events("far-a", "m", far)[:1]
         r = ingest_batch(db_session=s, events=dup, token=None, now=far, time_window=WINDOW)
         assert r.duplicates == 1
+
+
+def test_downgrade_converts_back(db_at_0010: Database) -> None:
+    from alembic import command
+
+    db = db_at_0010
+    url = db.engine.url.render_as_string(hide_password=False)
+    db.dispose()
+    command.downgrade(migrate.alembic_config(url), "0010")
+    back = Database(url)
+    with back.engine.begin() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM raw_events")) == 28
+        assert not retention.is_partitioned(conn)
+        cols = set(conn.execute(text("SELECT * FROM raw_events LIMIT 1")).keys())
+        assert "job_month" not in cols
+    back.dispose()
