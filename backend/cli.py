@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -36,6 +37,16 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _ensure_partitions(url: str) -> None:
+    from backend import retention
+    from backend.db import Database
+
+    db = Database(url)
+    with db.engine.begin() as conn:
+        retention.ensure_partitions(conn)
+    db.dispose()
+
+
 @db_app.command("upgrade")
 def db_upgrade(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
@@ -46,9 +57,59 @@ def db_upgrade(
     settings = get_settings()
     try:
         migrate.upgrade(settings.database_url, revision)
+        _ensure_partitions(settings.database_url)
     except Exception as err:  # noqa: BLE001 - report any driver error in words
         _fail(f"could not migrate {settings.database_url}: {err}")
     typer.echo(f"schema of {settings.database_url} is at {revision}")
+
+
+@db_app.command("prune")
+def db_prune(
+    raw_older_than: Annotated[
+        str,
+        typer.Option(
+            "--raw-older-than",
+            help="Age of the raw events to drop, in days or weeks: 400d, 90d, 12w.",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would go; change nothing.")
+    ] = False,
+) -> None:
+    """Drop the raw events of finished jobs older than an age; their results and rollups stay.
+
+    A job's raw events go only when it ended before the cutoff, its result is stored and it is
+    not waiting for a recompute. On Postgres whole monthly partitions are dropped, and a month
+    with any other job (a straggler) is kept whole and listed. A pruned job is never recomputed
+    again: its stored result stays, but a rule change cannot re-account it (docs/SCALING.md).
+    """
+    from backend import retention
+    from backend.db import Database
+
+    try:
+        age = retention.parse_age(raw_older_than)
+    except ValueError as err:
+        _fail(str(err))
+    settings = get_settings()
+    db = Database(settings.database_url)
+    with db.session() as s:
+        report = retention.prune_raw(db_session=s, older_than_s=age, dry_run=dry_run)
+        if not dry_run:
+            retention.ensure_partitions(s.connection())
+            s.commit()
+    verb = "would prune" if dry_run else "pruned"
+    cutoff = datetime.fromtimestamp(report.cutoff, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    typer.echo(f"cutoff: jobs that ended before {cutoff}")
+    if report.dropped or report.kept:
+        dropped = ", ".join(str(m) for m in report.dropped) or "none"
+        typer.echo(f"{verb} partitions: {dropped}")
+    else:
+        typer.echo(f"{verb} {report.rows_deleted} raw event rows")
+    typer.echo(f"{verb} the raw events of {len(report.jobs_pruned)} jobs")
+    for month, late in sorted(report.kept.items()):
+        shown = ", ".join(late[:5]) + (f" and {len(late) - 5} more" if len(late) > 5 else "")
+        typer.echo(f"kept partition {month}: {len(late)} jobs not finished or not stored ({shown})")
+    db.dispose()
 
 
 @db_app.command("current")

@@ -178,6 +178,7 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
                     "ts": ev.get("ts", ev.get("start")),
                     "received_at": 0.0,
                     "payload": ev,
+                    "job_month": 197001,  # the month of created_at=0.0
                 }
                 for ev in events
             ]

@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 from backend.config import get_settings, normalize_database_url
 from backend.db import make_engine
 from backend.registry import metadata
+from backend.retention import include_name
 
 config = context.config
 if config.config_file_name is not None:
@@ -29,6 +30,7 @@ def run_migrations_offline() -> None:
         literal_binds=True,
         render_as_batch=True,
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -48,6 +50,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=True,
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

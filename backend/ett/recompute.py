@@ -104,7 +104,13 @@ def recompute_job(
     """
     if not claimed and not _lock_job(db_session, job_id, skip_locked=skip_locked):
         return None
-    seen = db_session.scalar(select(Job.updated_at).where(Job.job_id == job_id))
+    seen, pruned = db_session.execute(
+        select(Job.updated_at, Job.raw_pruned_at).where(Job.job_id == job_id)
+    ).one_or_none() or (None, None)
+    if pruned is not None:
+        # Its raw events were pruned (`ett db prune`): the stored result is all there is.
+        db_session.execute(update(Job).where(Job.job_id == job_id).values(dirty=False))
+        return None
     result = compute(
         db_session=db_session,
         job_id=job_id,

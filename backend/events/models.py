@@ -17,8 +17,10 @@ from backend.types import BigIntPK
 class RawEvent(Base):
     """One accepted wire event, normalised (times as epoch seconds).
 
-    The idempotency key is (job_id, event_id). A row changes only when a conflicting copy with a
-    smaller canonical JSON arrives (the displaced copy moves to rejected_events).
+    The idempotency key is (job_id, event_id); the unique constraint adds job_month, the UTC
+    month (YYYYMM) the job was first seen, a per-job constant and on Postgres the partition key
+    (docs/SCALING.md). A row changes only when a conflicting copy with a smaller canonical JSON
+    arrives (the displaced copy moves to rejected_events).
     """
 
     __tablename__ = "raw_events"
@@ -31,10 +33,13 @@ class RawEvent(Base):
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    job_month: Mapped[int] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_raw_events_job_id_id", "job_id", "id"),
-        UniqueConstraint("job_id", "event_id", name="uq_raw_events_job_id_event_id"),
+        UniqueConstraint(
+            "job_id", "event_id", "job_month", name="uq_raw_events_job_id_event_id_job_month"
+        ),
     )
 
 

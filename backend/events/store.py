@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.events.models import RawEvent, RejectedEvent
+from backend.jobs.models import Job
+from backend.retention import month_of
 
 # Keys per SELECT of stored copies (an IN over tuples; SQLite's parameter limit allows this).
 _KEY_CHUNK = 500
@@ -26,12 +28,27 @@ def event_time(event: Mapping[str, Any]) -> float:
 
 
 _PG_INSERT_RAW = text(
-    "INSERT INTO raw_events (event_id, job_id, type, attempt, ts, received_at, payload) "
+    "INSERT INTO raw_events (event_id, job_id, type, attempt, ts, received_at, payload, "
+    "job_month) "
     "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
-    "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e "
+    "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e, "
+    "(CAST(:months AS jsonb)->>(e->>'job_id'))::int "
     "FROM jsonb_array_elements(CAST(:events AS jsonb)) AS e "
-    "ON CONFLICT (job_id, event_id) DO NOTHING RETURNING job_id, event_id"
+    "ON CONFLICT (job_id, event_id, job_month) DO NOTHING RETURNING job_id, event_id"
 )
+
+
+def job_months(*, db_session: Session, job_ids: set[str], now: float) -> dict[str, int]:
+    """Each job's partition month: the month of its jobs.created_at, else of now (a new job)."""
+    months = dict.fromkeys(job_ids, month_of(now))
+    ordered = sorted(job_ids)
+    for k in range(0, len(ordered), _KEY_CHUNK):
+        rows = db_session.execute(
+            select(Job.job_id, Job.created_at).where(Job.job_id.in_(ordered[k : k + _KEY_CHUNK]))
+        )
+        for job_id, created_at in rows:
+            months[job_id] = month_of(created_at)
+    return months
 
 
 def insert_new(
@@ -41,10 +58,15 @@ def insert_new(
     # One key order for every batch, so that concurrent overlapping batches take the unique
     # index's locks in the same order (no deadlock cycle on Postgres).
     events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
+    months = job_months(db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now)
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
-        params = {"received_at": now, "events": orjson.dumps(events).decode()}
+        params = {
+            "received_at": now,
+            "events": orjson.dumps(events).decode(),
+            "months": orjson.dumps(months).decode(),
+        }
         return {(j, e) for j, e in db_session.execute(_PG_INSERT_RAW, params)}
     rows = [
         {
@@ -55,12 +77,13 @@ def insert_new(
             "ts": event_time(ev),
             "received_at": now,
             "payload": ev,
+            "job_month": months[ev["job_id"]],
         }
         for ev in events
     ]
     stmt = (
         insert_for(db_session, RawEvent.__table__)
-        .on_conflict_do_nothing(index_elements=["job_id", "event_id"])
+        .on_conflict_do_nothing(index_elements=["job_id", "event_id", "job_month"])
         .returning(RawEvent.__table__.c.job_id, RawEvent.__table__.c.event_id)
     )
     return {(j, e) for j, e in db_session.execute(stmt, rows)}

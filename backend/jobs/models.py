@@ -40,6 +40,8 @@ class Job(Base):
     last_event_at: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    # Set by `ett db prune` when the job's raw events were dropped: its stored result is kept.
+    raw_pruned_at: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (
         Index("ix_jobs_model_submitted", "model", "submitted_at"),

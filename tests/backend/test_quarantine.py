@@ -16,6 +16,7 @@ from backend.ett import recompute as service
 from backend.ett.models import JobResult
 from backend.events.models import RawEvent
 from backend.jobs.models import Job, JobQuarantine
+from backend.retention import month_of
 from tests.conftest import post_events
 
 T0 = 1_780_000_000.0
@@ -75,6 +76,7 @@ def _store_behind_ingest(database: Any, jobs: dict[str, list[dict[str, Any]]]) -
                         ts=ev.get("ts", ev.get("start", 0.0)),
                         received_at=T0,
                         payload=ev,
+                        job_month=month_of(T0),
                     )
                 )
         s.commit()

@@ -12,11 +12,14 @@ from backend import migrate
 from backend.config import Settings
 from backend.db import Database
 from backend.registry import metadata
+from backend.retention import include_name
 
 
 def test_orm_and_migrations_do_not_drift(database: Database) -> None:
     with database.engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        ctx = MigrationContext.configure(
+            conn, opts={"compare_type": True, "include_name": include_name}
+        )
         diff = compare_metadata(ctx, metadata)
     assert diff == [], f"ORM models and migrations differ; write a migration: {diff}"
 

@@ -37,7 +37,7 @@ def test_upgrade_keeps_events_and_keys_them_per_job(url_at_0004: str) -> None:
         with pytest.raises(IntegrityError), conn.begin_nested():  # before: ids are global
             conn.execute(INSERT, {"e": "e0", "j": "other", "ts": 0.0, "p": "{}"})
     engine.dispose()
-    migrate.upgrade(url_at_0004)
+    migrate.upgrade(url_at_0004, "0010")  # 0011 adds job_month to the key (test_prune.py)
     engine = create_engine(url_at_0004)
     with engine.begin() as conn:
         kept = conn.execute(text("SELECT event_id, job_id, ts FROM raw_events ORDER BY ts"))
@@ -45,5 +45,6 @@ def test_upgrade_keeps_events_and_keys_them_per_job(url_at_0004: str) -> None:
         conn.execute(INSERT, {"e": "e0", "j": "other", "ts": 0.0, "p": "{}"})  # now allowed
         with pytest.raises(IntegrityError), conn.begin_nested():
             conn.execute(INSERT, {"e": "e0", "j": "job-0", "ts": 0.0, "p": "{}"})
+    migrate.upgrade(url_at_0004)
     assert migrate.check_schema(engine) == set(migrate.head_revisions())
     engine.dispose()
