@@ -16,7 +16,7 @@ from sqlalchemy import func, select, text
 
 from backend import migrate, retention
 from backend.db import Database
-from backend.ett import service
+from backend.ett import recompute as service
 from backend.ett.models import JobResult
 from backend.events.models import RawEvent
 from backend.jobs.models import Job
