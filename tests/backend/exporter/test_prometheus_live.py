@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,6 @@ from tests.conftest import DIALECTS, empty_database
 DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "dashboards"
 WINDOWS = {"1h": 3600.0, "1d": 86400.0, "7d": 7 * 86400.0}
 FINISHED = 3
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 @pytest.fixture(scope="module", params=DIALECTS)
@@ -77,6 +72,16 @@ def stack(
         live.close()
 
 
+# REST rounds its answers (docs/API.md): percentages to 2 decimals, GPU-hours to 3, shares to 4.
+PCT, GPU_H, SHARE = 5e-3, 5e-4, 5e-5
+
+
+def _whole_days(since: float) -> dict[str, str]:
+    """The UTC days from the one holding `since` through today, as an inclusive date range."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(since))
+    return {"start": day, "end": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
 def _converged(stack: LiveStack, expr: str, expected: float, rel: float = 1e-9) -> float:
     """The rule's value once it has been evaluated on the newest scrape (bounded wait)."""
 
@@ -111,24 +116,24 @@ def test_ledger_equals_gpus_times_wall_time(stack: LiveStack) -> None:
     got = stack.by("sum by (model) (ett_gpu_seconds_total)", "model")
     assert set(got) == set(expected) == {"m-a", "m-b", "m-c"}
     for model, value in expected.items():
-        assert got[model] == pytest.approx(value, rel=1e-9)
+        assert got[model] == pytest.approx(value, rel=1e-6)
     eff = stack.by(
         'sum by (model) (ett_gpu_seconds_total{component="effective_training"})', "model"
     )
     for model, value in effective.items():
-        assert eff[model] == pytest.approx(value, rel=1e-9)
+        assert eff[model] == pytest.approx(value, rel=1e-6)
     # The counters themselves (no window, no extrapolation) in REST's GPU-hours.
-    week = {"start": _iso(time.time() - 7 * 86400), "end": _iso(time.time() + 1)}
+    week = _whole_days(time.time() - 7 * 86400)
     fleet = stack.rest("/api/v1/fleet/ett", **week)["total"]
     assert stack.scalar("sum(ett_gpu_seconds_total) / 3600") == pytest.approx(
-        fleet["wall_gpu_h"], rel=1e-9
+        fleet["wall_gpu_h"], abs=GPU_H
     )
     lost = stack.by(
         'sum by (component) (ett_gpu_seconds_total{component!="effective_training"}) / 3600 > 0',
         "component",
     )
     rows = stack.rest("/api/v1/fleet/lost", by="component", **week)["rows"]
-    assert lost == pytest.approx({r["component"]: r["gpu_h"] for r in rows}, rel=1e-9)
+    assert lost == pytest.approx({r["component"]: r["gpu_h"] for r in rows}, abs=GPU_H)
     assert stack.scalar('sum(ett_job_failures_total{kind="preemption"})') == 1.0
     assert stack.scalar('sum(ett_job_failures_total{kind="app_error"})') == 1.0
     assert stack.scalar('sum(ett_ingest_events_total{outcome="rejected"})') == 1.0
@@ -137,22 +142,24 @@ def test_ledger_equals_gpus_times_wall_time(stack: LiveStack) -> None:
 @pytest.mark.parametrize("window", list(WINDOWS))
 def test_recording_rules_agree_with_rest(stack: LiveStack, window: str) -> None:
     """Fleet and per-model ETT%, and lost GPU-time shares by component and owner, for 1h/1d/7d."""
-    now = time.time()
-    span = {"start": _iso(now - WINDOWS[window]), "end": _iso(now + 1)}
+    # REST reads day rollups and answers only whole UTC days (docs/API.md); every job of the
+    # stack ran within the last hour, so the days holding the window hold the same jobs.
+    span = _whole_days(time.time() - WINDOWS[window])
     fleet = stack.rest("/api/v1/fleet/ett", **span)["total"]["ett_pct"]
-    got = _converged(stack, f"100 * ett:ett_ratio:rate{window}", fleet)
-    assert got == pytest.approx(fleet, rel=1e-9), f"fleet ETT% over {window}"
+    got = _converged(stack, f"100 * ett:ett_ratio:rate{window}", fleet, rel=1e-4)
+    assert got == pytest.approx(fleet, abs=PCT), f"fleet ETT% over {window}"
     for model in ("m-a", "m-b", "m-c"):
         rest = stack.rest("/api/v1/fleet/ett", model=model, **span)["total"]["ett_pct"]
         expr = f'100 * model:ett_ratio:rate{window}{{model="{model}"}}'
-        assert _converged(stack, expr, rest) == pytest.approx(rest, rel=1e-9), (model, window)
+        got = _converged(stack, expr, rest, rel=1e-4)
+        assert got == pytest.approx(rest, abs=PCT), (model, window)
     for by in ("component", "owner"):
         rows = stack.rest("/api/v1/fleet/lost", by=by, **span)["rows"]
         rest_share = {r[by]: r["share"] for r in rows}
         prom = stack.by(f"{by}:ett_lost_gpu_seconds:increase{window}", by)
         total = sum(prom.values())
         prom_share = {k: v / total for k, v in prom.items() if v > 0}
-        assert prom_share == pytest.approx(rest_share, rel=1e-9), (by, window)
+        assert prom_share == pytest.approx(rest_share, abs=SHARE), (by, window)
 
 
 def ensure_live_job(stack: LiveStack) -> None:
