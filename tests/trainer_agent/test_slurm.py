@@ -224,10 +224,15 @@ def test_node_failure_requeues_as_infra_failure(
     slurm.scontrol("update", f"NodeName={slurm.node}", "State=DOWN", "Reason=ett-test")
     try:
         queued = slurm.wait_job(job, ("PENDING",), restarts=1)
+        # Held while the node comes back: slurmd refuses a relaunch of a job it has just killed
+        # ("already killed, do not launch batch job") for a moment after the node failure.
+        slurm.scontrol("hold", job, check=False)
     finally:
         # ReturnToService=2 brings the node back once slurmd answers; RESUME if it did not yet.
         slurm.scontrol("update", f"NodeName={slurm.node}", "State=RESUME", check=False)
         slurm.wait_node_idle()
+    time.sleep(3.0)
+    slurm.scontrol("release", job)
     slurm.scontrol("update", f"JobId={job}", "StartTime=now")
     done = slurm.wait_job(job, ("COMPLETED",), restarts=1, timeout_s=40)
     got = ett_result(live, ett_id(slurm, job), "succeeded")
