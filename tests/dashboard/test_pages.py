@@ -76,7 +76,11 @@ def test_fleet_page_headline_equals_the_rest_answers(
     complete = [p["ett_pct"] for p in drawn if not p["partial"]]
     partial = [p["ett_pct"] for p in drawn if p["partial"]]
     assert [y for y in trend.data[0].y if y is not None] == pytest.approx(complete, abs=5e-3)
-    assert partial and list(trend.data[-1].y) == pytest.approx(partial, abs=5e-3)
+    # Today is still in progress, so its bucket is partial; just after midnight it may hold no
+    # GPU-time yet, and then nothing is drawn hollow.
+    assert ett["series"][-1]["partial"]
+    if partial:
+        assert list(trend.data[-1].y) == pytest.approx(partial, abs=5e-3)
     level1 = find(page, "fleet-level1-graph").figure
     assert {t.name for t in level1.data} >= {"TTS", "TTR"}
     assert {
