@@ -134,9 +134,15 @@ def recompute_jobs(
     job_ids: Iterable[str],
     settings: Settings | None = None,
     now: float | None = None,
+    custom_phases: Mapping[str, str] | None = None,
+    claimed: bool = False,
 ) -> int:
-    """Recompute these jobs in the caller's transaction (the caller commits); returns how many had events."""
-    custom = custom_phases_for(db_session=db_session, settings=settings)
+    """Recompute these jobs in the caller's transaction (the caller commits); returns how many had events.
+
+    With claimed=True the caller holds the jobs' row locks already (claim_dirty_jobs).
+    """
+    if custom_phases is None:
+        custom_phases = custom_phases_for(db_session=db_session, settings=settings)
     ids = sorted(set(job_ids))
     done = 0
     for job_id in ids:
@@ -145,7 +151,8 @@ def recompute_jobs(
             job_id=job_id,
             settings=settings,
             now=now,
-            custom_phases=custom,
+            custom_phases=custom_phases,
+            claimed=claimed,
             refresh_rollups=False,
         )
         if result is not None:
@@ -276,19 +283,14 @@ def recompute_claimed(
         ids = [job_id for job_id, _held in claims]
         tried += len(ids)
         try:
-            computed = 0
-            for job_id in ids:
-                result = recompute_job(
-                    db_session=db_session,
-                    job_id=job_id,
-                    settings=settings,
-                    now=now,
-                    custom_phases=custom,
-                    claimed=True,
-                    refresh_rollups=False,
-                )
-                computed += result is not None
-            refresh_job_rollups(db_session=db_session, job_ids=ids)
+            computed = recompute_jobs(
+                db_session=db_session,
+                job_ids=ids,
+                settings=settings,
+                now=now,
+                custom_phases=custom,
+                claimed=True,
+            )
             quarantine.release(db_session=db_session, job_ids=[j for j, held in claims if held])
             db_session.commit()
             done += computed
