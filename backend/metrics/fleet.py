@@ -57,7 +57,7 @@ def fleet_ett(
     labels: dict[str, str] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """GPU-time weighted ETT% per day or ISO week: {"series": [...], "total": {...}}.
+    """GPU-time weighted ETT% per day, ISO week or calendar month: {"series": [...], "total": {...}}.
 
     Each point: bucket (epoch start), partial, ett_pct (None when no GPU-time), wall_gpu_h,
     effective_gpu_h, lost_gpu_h, components_gpu_h {component: GPU-hours}.
@@ -165,7 +165,7 @@ def failure_series(
     labels: dict[str, str] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """Failures per day or week: NoF by kind, attempts per job, failures per 1,000 GPU-hours.
+    """Failures per day, week or month: NoF by kind, attempts per job, failures per 1,000 GPU-hours.
 
     Failures are dated by their own time; jobs and attempts by the job's submission day; the
     GPU-hours are the wall GPU-time inside the bucket. `attempts_per_job_excl_preemption` leaves
