@@ -22,7 +22,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from backend.fleet.days import DAY_S, bucket_start, split_by_day  # noqa: E402
 from backend.metrics import fleet  # noqa: E402
 from backend.owners import service as owners  # noqa: E402
 from backend.workloads import service as workloads  # noqa: E402
-from benchmarks._pg import scratch_postgres  # noqa: E402
+from benchmarks._pg import kept_postgres, scratch_postgres  # noqa: E402
 
 END = 1_790_000_000.0 - (1_790_000_000.0 % DAY_S)  # a UTC midnight in 2026-09
 TEAMS = [f"team-{i:02d}" for i in range(20)]
@@ -329,6 +330,47 @@ def scan_model_page(s: Any, model: str, lo: float, hi: float) -> dict[str, Any]:
     }
 
 
+# ---- the database ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _database(args: argparse.Namespace) -> Iterator[Database]:
+    """The benchmark's database: a scratch one dropped afterwards, or the kept one of --keep."""
+    ctx = kept_postgres(args.keep) if args.keep else scratch_postgres(args.db_prefix)
+    with ctx as got:
+        url = got[0] if args.keep else got
+        db = Database(url)
+        try:
+            yield db
+        finally:
+            db.dispose()
+
+
+def _fleet(db: Database, args: argparse.Namespace) -> dict[str, Any]:
+    """Generate the fleet, or reuse the kept database's if it was made with the same arguments."""
+    wanted = {k: getattr(args, k) for k in ("jobs", "models", "days", "seed")}
+    with db.engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS bench_fleet_meta (summary text)"))
+        kept = conn.execute(text("SELECT summary FROM bench_fleet_meta")).scalar()
+    if kept is not None:
+        summary = json.loads(kept)
+        if summary.get("args") != wanted:
+            sys.exit(f"--keep {args.keep}: made with {summary.get('args')}, not {wanted}; drop it")
+        print(f"reusing {args.keep}: {json.dumps(summary)}", flush=True)
+        return summary
+    if db.engine.connect().execute(text("SELECT count(*) FROM jobs")).scalar():
+        sys.exit("the database holds jobs the benchmark did not generate; use another name")
+    t = time.perf_counter()
+    summary = {"args": wanted, **generate(db, args.jobs, args.models, args.days, args.seed)}
+    print(f"generated in {time.perf_counter() - t:.1f} s: {json.dumps(summary)}", flush=True)
+    if args.keep:
+        with db.engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO bench_fleet_meta VALUES (:s)"), {"s": json.dumps(summary)}
+            )
+    return summary
+
+
 # ---- timing ---------------------------------------------------------------------------------
 
 
@@ -360,14 +402,16 @@ def main() -> None:
     ap.add_argument("--scan-runs", type=int, default=3, help="timed runs of each scan")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--db-prefix", default="ett_bench_fleet", help="scratch database name prefix")
+    ap.add_argument(
+        "--keep",
+        metavar="DBNAME",
+        help="generate into this database once and keep it; a later run with the same name and"
+        " fleet arguments reuses it (for a 1 M-job fleet, whose generation takes ~35 minutes)",
+    )
     args = ap.parse_args()
 
-    with scratch_postgres(args.db_prefix) as url:
-        db = Database(url)
-        t = time.perf_counter()
-        summary = generate(db, args.jobs, args.models, args.days, args.seed)
-        gen_s = time.perf_counter() - t
-        print(f"generated in {gen_s:.1f} s: {json.dumps(summary)}", flush=True)
+    with _database(args) as db:
+        summary = _fleet(db, args)
         lo, hi = END - args.days * DAY_S, END
         model = summary["busiest_model"]
         rows: list[tuple[str, float, float]] = []
@@ -427,7 +471,7 @@ def main() -> None:
             )
             t = time.perf_counter()
             rollups.refresh_job_rollups(db_session=s, job_ids=ids)
-            s.commit()
+            s.flush()
             refresh_s = time.perf_counter() - t
             drift = s.execute(
                 text(
@@ -449,7 +493,7 @@ def main() -> None:
                 )
             ).scalar_one()
             assert drift == 0, f"{drift} totals rows differ from a rebuild"
-        db.dispose()
+            s.rollback()  # a kept fleet stays as generated
 
     print()
     print(

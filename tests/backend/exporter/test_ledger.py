@@ -64,13 +64,15 @@ def test_a_reopened_job_keeps_its_booking_until_final_again(
     before = ledger(database, "a-1")
     with database.session() as s:
         s.execute(update(JobResult).where(JobResult.job_id == "a-1").values(provisional=True))
-        s.execute(
+        # A job run across midnight UTC has one row per day; each gains 80 GPU-seconds.
+        days = s.execute(
             update(FleetJobDay)
             .where(FleetJobDay.job_id == "a-1", FleetJobDay.component == "effective_training")
             .values(gpu_s=FleetJobDay.gpu_s + 80.0)
-        )
+        ).rowcount
         book_jobs(db_session=s, job_ids=["a-1"])
         s.commit()
+    assert days >= 1
     assert ledger(database, "a-1") == before
     with database.session() as s:
         s.execute(update(JobResult).where(JobResult.job_id == "a-1").values(provisional=False))
@@ -79,7 +81,7 @@ def test_a_reopened_job_keeps_its_booking_until_final_again(
         s.commit()
     after = ledger(database, "a-1")
     eff = ("effective_training", "")
-    assert after[eff] == (before[eff][0], pytest.approx(80.0), 0.0)
+    assert after[eff] == (before[eff][0], pytest.approx(80.0 * days), 0.0)
     assert {k: v for k, v in after.items() if k != eff} == {
         k: v for k, v in before.items() if k != eff
     }
