@@ -566,11 +566,17 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
         ]
     if result is None:
         return [
+            html.H1(["Job ", html.Span(job_id, id="job-id")]),
             empty_state(
                 "job-empty",
                 f"No job {job_id!r}",
                 "It has sent no events yet, or its id is misspelt. " + NO_DATA_HINT,
-            )
+            ),
+            dcc.Link(
+                f"Search the jobs for {job_id!r}",
+                href=filters.href("/job", q=job_id),
+                id="job-search-link",
+            ),
         ]
     model = result.get("model")
     head = html.Div(

@@ -84,6 +84,7 @@ def _store_behind_ingest(database: Any, jobs: dict[str, list[dict[str, Any]]]) -
 
 def _poison_trigger(database: Any) -> None:
     """The database refuses any result row of a job whose id starts with 'poison'."""
+    _drop_poison_trigger(database)  # a test stopped between create and drop leaves none behind
     with database.engine.begin() as conn:
         if database.dialect == "postgresql":
             conn.execute(

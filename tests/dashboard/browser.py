@@ -89,6 +89,10 @@ class Browser:
             "--disable-dev-shm-usage",
             f"--user-data-dir={self.profile}",
             f"--window-size={width},{height}",
+            # Headless Chromium reports no pointer that can hover, and plotly then shows every
+            # modebar all the time; the dashboard is drawn for a desktop with a mouse.
+            "--blink-settings=primaryHoverType=2,availableHoverTypes=2,"
+            "primaryPointerType=4,availablePointerTypes=4",
         ):
             opts.add_argument(flag)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})

@@ -10,6 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import WebDriverWait
 
 from backend import migrate
 from backend.app import create_app
@@ -256,3 +258,18 @@ def test_compare_picker_opens_the_chosen_pair(site: str, browser: Browser) -> No
     assert "PT2 compile" in browser.text("#compare-l2-table")
     assert not browser.find_all("#compare-filter-model")[0].is_displayed()
     assert browser.severe() == []
+
+
+def test_the_modebar_shows_only_while_the_chart_is_hovered(site: str, browser: Browser) -> None:
+    """Charts stay uncluttered: the plotly toolbar appears on hover, as on a desktop."""
+    _open(browser, site + "/", 3)
+    opacity = "return getComputedStyle(document.querySelector('#{} .modebar-group')).opacity"
+    assert browser.driver.execute_script(opacity.format("fleet-trend-graph")) == "0"
+    ActionChains(browser.driver).move_to_element(
+        browser.wait_for("#fleet-trend-graph .main-svg")
+    ).perform()
+    WebDriverWait(browser.driver, 5).until(
+        lambda d: d.execute_script(opacity.format("fleet-trend-graph")) == "1"
+    )
+    # Its neighbour, not hovered, keeps its toolbar hidden.
+    assert browser.driver.execute_script(opacity.format("fleet-lost-component-graph")) == "0"
