@@ -285,6 +285,11 @@ class JobEtt(BaseModel):
     status: str | None
     provisional: bool
     abandoned: bool
+    events: int | None = Field(
+        None,
+        description="distinct raw events this result was computed from (absent in results "
+        "stored before it was recorded)",
+    )
     live_tail_start: str | None
     submitted_at: str | None
     ended_at: str | None

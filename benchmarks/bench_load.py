@@ -15,8 +15,9 @@ faster: J jobs at speed S send what J x S jobs send at the real rate ("real-rate
 Measured per fleet size: the sustained ingest rate (events and requests per second, and whether
 the fleet's target rate was met); freshness, from a batch's 200 (its events are committed) to
 the first moment its job's stored result *and* the fleet rollups reflect it: the recompute writes
-job_results and the rollups in one transaction, so one poll of job_results.computed_at (every
-0.2 s, which is in the figures) sees both; p50 and p99. Then recompute throughput: a backlog of
+job_results and the rollups in one transaction, so one poll of job_results (every 0.2 s, which
+is in the figures) sees both, and a result holds the batch when the count of events it was
+computed from (`result.events`) reaches the job's events up to that batch; p50 and p99. Then recompute throughput: a backlog of
 jobs marked dirty, drained by 1 worker, then by 2, jobs per second and the ratio.
 """
 
@@ -123,54 +124,63 @@ class SimJob:
 
 
 class Freshness:
-    """Arrivals per job, resolved when a poll sees the job computed at or after the arrival."""
+    """Arrivals per job, resolved when a poll sees a stored result computed from them.
+
+    Each stored result records how many distinct events it was computed from (`events`), and
+    a job's batches are posted one at a time, so a batch is in a result exactly when that count
+    reaches the job's events stored up to and including the batch. Freshness is from the
+    batch's 200 to the first poll that sees such a result (0 if one was there before the 200
+    was read).
+    """
 
     def __init__(self, url: str) -> None:
         self.db = Database(url)
         self.lock = threading.Lock()
-        self.waiting: dict[str, list[float]] = defaultdict(list)
+        self.stored: dict[str, int] = defaultdict(int)  # events stored per job so far
+        self.waiting: dict[str, list[tuple[int, float]]] = defaultdict(list)  # (needs, 200 at)
         self.samples: list[float] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.high = 0.0
 
-    def arrived(self, job_id: str, at: float) -> None:
-        """A batch of this job was committed at `at` (its 200)."""
+    def arrived(self, job_id: str, accepted: int, at: float) -> None:
+        """A batch of this job with `accepted` new events was committed by `at` (its 200)."""
         with self.lock:
-            self.waiting[job_id].append(at)
+            self.stored[job_id] += accepted
+            self.waiting[job_id].append((self.stored[job_id], at))
 
     def _poll(self) -> None:
         while not self.stop.wait(0.2):
             with self.db.engine.connect() as conn:
                 rows = conn.execute(
-                    text("SELECT job_id, computed_at FROM job_results WHERE computed_at > :h"),
-                    # computed_at is stamped before the worker's commit: a batch that commits
-                    # late carries times older than others already seen, so look well back.
+                    text(
+                        "SELECT job_id, computed_at, (result->>'events')::int FROM job_results"
+                        " WHERE computed_at > :h"
+                    ),
+                    # computed_at is stamped before the worker's commit: a result that commits
+                    # late carries a time older than others already seen, so look well back.
                     {"h": self.high - 300.0},
                 ).all()
             seen = time.time()
             with self.lock:
-                for job_id, computed_at in rows:
+                for job_id, computed_at, events in rows:
                     self.high = max(self.high, computed_at)
                     arrivals = self.waiting.get(job_id)
                     if not arrivals:
                         continue
-                    # The worker held the job's row lock from its claim to its commit and ingest
-                    # waits on it: a batch committed before computed_at is in that result.
-                    keep = [a for a in arrivals if a > computed_at]
-                    self.samples += [seen - a for a in arrivals if a <= computed_at]
-                    self.waiting[job_id] = keep
+                    self.samples += [max(0.0, seen - at) for n, at in arrivals if n <= events]
+                    self.waiting[job_id] = [(n, at) for n, at in arrivals if n > events]
 
     def reset(self) -> None:
-        """Forget what was measured so far (the warm-up)."""
+        """Forget what was measured so far (the warm-up); keep the per-job event counts."""
         with self.lock:
             self.waiting.clear()
             self.samples.clear()
 
     def unresolved(self) -> list[float]:
-        """Arrivals not yet reflected."""
+        """The 200s of batches not yet reflected."""
         with self.lock:
-            return [a for v in self.waiting.values() for a in v]
+            return [at for v in self.waiting.values() for _n, at in v]
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -220,7 +230,7 @@ async def drive(
             finally:
                 in_flight.discard(job_id)
             if r.status_code == 200:
-                fresh.arrived(job_id, time.time())
+                fresh.arrived(job_id, r.json()["accepted"], time.time())
                 sent_events += len(events)
                 sent_requests += 1
             else:
@@ -321,8 +331,8 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
             fresh.stop.set()
             fresh.thread.join(5)
             fresh.db.dispose()
-            left = fresh.unresolved()
-            samples = fresh.samples + [float("inf")] * len(left)
+            left = len(fresh.unresolved())
+            samples = fresh.samples + [float("inf")] * left
             p50, p99 = pct(samples, 50), pct(samples, 99)
             figures.update(
                 {
@@ -330,7 +340,7 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                     "freshness_p50_s": None if p50 is None else round(p50, 2),
                     "freshness_p99_s": None if p99 is None else round(p99, 2),
                     "freshness_max_s": round(max(fresh.samples), 2) if fresh.samples else None,
-                    "unresolved": len(left),
+                    "unresolved": left,
                 }
             )
             figures["sustained"] = bool(

@@ -83,6 +83,8 @@ class JobETT:
     live_tail_start: float | None = None
     # Every phase span at its full extent, hidden parts included: (attempt, phase, start, end).
     spans: list[tuple[int, str, float, float]] = field(default_factory=list)
+    # Distinct raw events the answer was computed from.
+    events: int = 0
 
     @property
     def effective_s(self) -> float:
@@ -123,6 +125,7 @@ class JobETT:
             "status": self.status,
             "provisional": self.provisional,
             "abandoned": self.abandoned,
+            "events": self.events,
             "live_tail_start": None if self.live_tail_start is None else fmt(self.live_tail_start),
             "submitted_at": fmt(self.submitted_at),
             "ended_at": fmt(self.ended_at),
@@ -245,6 +248,7 @@ def compute_job(
             else None
         ),
         spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
+        events=tl.events,
     )
 
 

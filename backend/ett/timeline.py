@@ -213,6 +213,8 @@ class Timeline:
     abandoned: bool = False
     # The latest instant any event of the job speaks about (-inf without events).
     last_event_at: float = -math.inf
+    # Distinct events (by event_id) the timeline was built from.
+    events: int = 0
 
 
 def _num(value: Any) -> float | None:
@@ -635,6 +637,7 @@ def build_timeline(
         warnings=warnings,
         abandoned=abandoned,
         last_event_at=max(times_max, submitted_at),
+        events=len(by_id),
     )
 
 

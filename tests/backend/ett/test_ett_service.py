@@ -74,6 +74,19 @@ def test_ingest_then_job_ett_answers_fig1(client, post):
     assert doc["intervals"][-1]["end"] == doc["ended_at"]
 
 
+def test_the_answer_says_how_many_events_it_was_computed_from(client, post):
+    """`events` counts distinct events: a re-sent batch adds none, a new event one."""
+    j = fig1_job()
+    ok(post(j.events))
+    assert client.get("/api/v1/jobs/fig1/ett").json()["events"] == len(j.events)
+    ok(post(j.events[:3]))  # duplicates: stored once
+    assert client.get("/api/v1/jobs/fig1/ett").json()["events"] == len(j.events)
+    late = {**j.events[-1], "event_id": "fig1-late-heartbeat", "type": "heartbeat", "attempt": 0}
+    late.pop("status", None)
+    ok(post([late]))
+    assert client.get("/api/v1/jobs/fig1/ett").json()["events"] == len(j.events) + 1
+
+
 def test_unknown_job_is_404_with_a_message(client):
     r = client.get("/api/v1/jobs/nope/ett")
     assert r.status_code == 404
