@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -441,6 +442,9 @@ def run_throughput(args: argparse.Namespace, url: str, home: Path) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep and the throughput test; print (and optionally write) the figures."""
     from benchmarks._pg import scratch_postgres
+
+    # A `kill` ends the run as Ctrl-C does: the servers, workers and scratch database go too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
