@@ -13,7 +13,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def sqlite_site(home: Path, seed: Callable[[Any, Any], Any] | None = None) -> Iterator[str]:
+    """The app (API and dashboard on one port) over a new SQLite database in `home`, after
+    `seed(database, settings)`, served by uvicorn; its base URL."""
+    from backend import migrate
+    from backend.app import create_app
+    from backend.config import Settings
+    from backend.db import Database
+
+    url = f"sqlite:///{home / 'ett.db'}"
+    migrate.upgrade(url)
+    database = Database(url)
+    settings = Settings(home=home, database_url=url, recompute_mode="inline")
+    try:
+        if seed is not None:
+            seed(database, settings)
+        with serve(create_app(settings, database=database, start_workers=False)) as base:
+            yield base
+    finally:
+        database.dispose()
 
 
 @contextlib.contextmanager

@@ -7,10 +7,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from backend.config import Settings
 from backend.db import Database
 from dashboard.app import get_dash_app
 from dashboard.context import ENVIRON_KEY, DashboardContext
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module."""
+    from tests.dashboard.browser import Browser
+
+    b = Browser()
+    yield b
+    b.close()
+
 
 # Six benchmark pairs plus a couple of fleet models over a week: enough for every chart.
 DEMO_MODELS = 2

@@ -13,12 +13,8 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import WebDriverWait
 
-from backend import migrate
-from backend.app import create_app
-from backend.config import Settings
-from backend.db import Database
 from dashboard.filters import DEFAULT_DAYS
-from tests.dashboard.browser import Browser, browser_available, serve
+from tests.dashboard.browser import Browser, browser_available, sqlite_site
 from tests.dashboard.conftest import seed_demo
 
 pytestmark = [
@@ -41,24 +37,8 @@ PAGES = {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app (API and dashboard on one port) over a seeded SQLite database, under uvicorn."""
-    home = tmp_path_factory.mktemp("browser")
-    url = f"sqlite:///{home / 'ett.db'}"
-    migrate.upgrade(url)
-    database = Database(url)
-    settings = Settings(home=home, database_url=url, recompute_mode="inline")
-    seed_demo(database, settings)
-    app = create_app(settings, database=database, start_workers=False)
-    with serve(app) as base:
+    with sqlite_site(tmp_path_factory.mktemp("browser"), seed_demo) as base:
         yield base
-    database.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module."""
-    b = Browser()
-    yield b
-    b.close()
 
 
 def _default_range() -> dict[str, str]:

@@ -6,13 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend import migrate
-from backend.app import create_app
-from backend.config import Settings
-from backend.db import Database
 from dashboard.components import NO_DATA_HINT
 from dashboard.pages.compare import HOW_TO
-from tests.dashboard.browser import Browser, browser_available, serve
+from tests.dashboard.browser import Browser, browser_available, sqlite_site
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,23 +31,8 @@ PAGES = {
 @pytest.fixture(scope="module")
 def empty_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app over a migrated SQLite database with nothing in it, under uvicorn."""
-    home = tmp_path_factory.mktemp("empty")
-    url = f"sqlite:///{home / 'ett.db'}"
-    migrate.upgrade(url)
-    database = Database(url)
-    settings = Settings(home=home, database_url=url, recompute_mode="inline")
-    app = create_app(settings, database=database, start_workers=False)
-    with serve(app) as base:
+    with sqlite_site(tmp_path_factory.mktemp("empty")) as base:
         yield base
-    database.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module."""
-    b = Browser()
-    yield b
-    b.close()
 
 
 @pytest.mark.parametrize("path", list(PAGES))

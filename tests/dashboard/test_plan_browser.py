@@ -14,14 +14,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from backend import migrate
-from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
 from backend.demo import fleet, loader
 from backend.planner.model import Change, what_if
 from backend.planner.service import inputs_from_dict
-from tests.dashboard.browser import Browser, browser_available, serve
+from tests.dashboard.browser import Browser, browser_available, sqlite_site
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,29 +32,17 @@ DAYS = 45.0
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app over SQLite seeded with 5 fleet models and the 6 benchmark pairs over 45 days."""
-    home = tmp_path_factory.mktemp("plan-browser")
-    url = f"sqlite:///{home / 'ett.db'}"
-    migrate.upgrade(url)
-    database = Database(url)
-    settings = Settings(home=home, database_url=url, recompute_mode="inline")
-    now = time.time()
-    spec = fleet.FleetSpec(seed=7, models=5, days=DAYS, now=now)
-    report = loader.load_in_process(
-        database, settings, fleet.fleet_events(spec), now=now, progress=False
-    )
-    assert report.accepted > 0 and not report.rejected
-    app = create_app(settings, database=database, start_workers=False)
-    with serve(app) as base:
+
+    def seed(database: Database, settings: Settings) -> None:
+        now = time.time()
+        spec = fleet.FleetSpec(seed=7, models=5, days=DAYS, now=now)
+        report = loader.load_in_process(
+            database, settings, fleet.fleet_events(spec), now=now, progress=False
+        )
+        assert report.accepted > 0 and not report.rejected
+
+    with sqlite_site(tmp_path_factory.mktemp("plan-browser"), seed) as base:
         yield base
-    database.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module."""
-    b = Browser()
-    yield b
-    b.close()
 
 
 def _range() -> dict[str, str]:
