@@ -38,6 +38,7 @@ from sqlalchemy import text, update
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.db import Database  # noqa: E402
+from backend.ett import read as ett_read  # noqa: E402
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS  # noqa: E402
 from backend.ett.models import JobResult  # noqa: E402
 from backend.fleet import rollups  # noqa: E402
@@ -469,6 +470,27 @@ def main() -> None:
                 assert close(r["gpu_h"], page_scan["lost_by_owner"][r["owner"]])
             rows.append((f"model page ({model}, {page['job_count']} jobs)", ms_r, ms_s))
 
+            # The jobs page: newest first over the range, one page of 50 and the total; and a
+            # search by job id prefix. Checked against plain SQL; no rollup is involved.
+            ms_list, (page_rows, total) = median_ms(
+                lambda: ett_read.list_jobs(db_session=s, start=lo, end=hi), args.runs
+            )
+            want_total, want_ids = s.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM job_results WHERE ended_at >= :lo"
+                    " AND submitted_at < :hi), (SELECT array_agg(job_id) FROM (SELECT job_id"
+                    " FROM job_results WHERE ended_at >= :lo AND submitted_at < :hi"
+                    " ORDER BY submitted_at DESC, job_id LIMIT 50) p)"
+                ),
+                {"lo": lo, "hi": hi},
+            ).one()
+            assert total == want_total and [r["job_id"] for r in page_rows] == list(want_ids)
+            prefix = f"job-{args.jobs // 2:07d}"[:-2]
+            ms_search, (found, n_found) = median_ms(
+                lambda: ett_read.list_jobs(db_session=s, search=prefix), args.runs
+            )
+            assert n_found >= 1 and all(r["job_id"].startswith(prefix) for r in found)
+
             # Incremental path: 2,000 jobs change (GPU count doubled), refresh, compare.
             ids = [f"job-{i:07d}" for i in range(0, min(args.jobs, 2000))]
             s.execute(
@@ -509,6 +531,11 @@ def main() -> None:
     for name, r, s_ in rows:
         print(f"| {name} | {r:.1f} | {s_:.1f} | {s_ / r:.0f}x |")
     print()
+    print(
+        f"jobs list, newest first over {args.days} days (page of 50 of {total:,}):"
+        f" {ms_list:.1f} ms; search by job id prefix {prefix!r} ({n_found} jobs):"
+        f" {ms_search:.1f} ms (medians of {args.runs})"
+    )
     print(
         f"refresh_job_rollups: {len(ids):,} changed jobs in {refresh_s:.2f} s "
         f"({len(ids) / refresh_s:,.0f} jobs/s); rollups equal a rebuild afterwards"

@@ -47,6 +47,7 @@ def test_bench_fleet_checks_rollups_against_scans_and_reuses_a_kept_fleet() -> N
         ]
         assert names[3].startswith("model page (model-000")
         assert "rollups equal a rebuild afterwards" in first.stdout
+        assert "jobs list, newest first over 365 days (page of 50 of 300)" in first.stdout
         again = _bench("--keep", name)
         assert again.returncode == 0, again.stderr[-3000:]
         assert f"reusing {name}" in again.stdout and "generated in" not in again.stdout

@@ -37,6 +37,7 @@ class JobResult(Base):
 
     __table_args__ = (
         Index("ix_job_results_model_submitted", "model", "submitted_at"),
+        Index("ix_job_results_submitted_at", "submitted_at"),
         Index("ix_job_results_ett_pct", "ett_pct"),
         Index("ix_job_results_gpu_hours_lost", "gpu_hours_lost"),
     )

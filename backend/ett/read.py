@@ -80,6 +80,26 @@ def job_ett(
     return doc
 
 
+# The job list's columns of job_results, in the order of its rows.
+LIST_COLUMNS = (
+    "job_id",
+    "model",
+    "gpus",
+    "status",
+    "provisional",
+    "submitted_at",
+    "ended_at",
+    "e2e_s",
+    "effective_s",
+    "ett_pct",
+    "gpu_hours_lost",
+    "nof",
+    "tts_s",
+    "recovery_s",
+    "computed_at",
+)
+
+
 def list_jobs(
     *,
     db_session: Session,
@@ -100,63 +120,53 @@ def list_jobs(
     """
     descending = sort.startswith("-")
     column = SORTS[sort.lstrip("-")]
-    stmt = (
-        select(JobResult, Job.labels, Model.owner)
-        .join(Job, Job.job_id == JobResult.job_id)
-        .outerjoin(Model, Model.name == JobResult.model)
-    )
+    where = []
     if model is not None:
-        stmt = stmt.where(JobResult.model == model)
+        where.append(JobResult.model == model)
     if status is not None:
-        stmt = stmt.where(JobResult.status == status)
+        where.append(JobResult.status == status)
     if search:
-        stmt = stmt.where(
+        where.append(
             or_(
                 JobResult.job_id.startswith(search, autoescape=True),
                 JobResult.model.startswith(search, autoescape=True),
             )
         )
     if start is not None:
-        stmt = stmt.where(JobResult.ended_at >= start)
+        where.append(JobResult.ended_at >= start)
     if end is not None:
-        stmt = stmt.where(JobResult.submitted_at < end)
+        where.append(JobResult.submitted_at < end)
     for key, value in (labels or {}).items():
-        stmt = stmt.where(Job.labels[key].as_string() == value)
+        where.append(Job.labels[key].as_string() == value)
     if owner is not None:
-        stmt = stmt.where(
+        where.append(
             or_(
                 Job.labels["owner"].as_string() == owner,
                 and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
             )
         )
-    total = int(
-        db_session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
+    # The count joins only what its filters need: over a whole fleet it is the costly part.
+    counted = select(func.count()).select_from(JobResult)
+    if labels or owner is not None:
+        counted = counted.join(Job, Job.job_id == JobResult.job_id)
+    if owner is not None:
+        counted = counted.outerjoin(Model, Model.name == JobResult.model)
+    total = int(db_session.scalar(counted.where(*where)) or 0)
+    # The page reads the columns it shows, not the stored result documents.
+    stmt = (
+        select(*(getattr(JobResult, c) for c in LIST_COLUMNS), Job.labels, Model.owner)
+        .join(Job, Job.job_id == JobResult.job_id)
+        .outerjoin(Model, Model.name == JobResult.model)
+        .where(*where)
     )
     order = column.desc() if descending else column.asc()
     stmt = stmt.order_by(order, JobResult.job_id).limit(limit).offset(offset)
     rows = []
-    for res, job_labels, model_owner in db_session.execute(stmt):
-        rows.append(
-            {
-                "job_id": res.job_id,
-                "model": res.model,
-                "owner": (job_labels or {}).get("owner") or model_owner,
-                "labels": job_labels or {},
-                "gpus": res.gpus,
-                "status": res.status,
-                "provisional": res.provisional,
-                "submitted_at": res.submitted_at,
-                "ended_at": res.ended_at,
-                "e2e_s": res.e2e_s,
-                "effective_s": res.effective_s,
-                "ett_pct": res.ett_pct,
-                "gpu_hours_lost": res.gpu_hours_lost,
-                "nof": res.nof,
-                "tts_s": res.tts_s,
-                "recovery_s": res.recovery_s,
-                "computed_at": res.computed_at,
-            }
-        )
+    for *values, job_labels, model_owner in db_session.execute(stmt):
+        row = dict(zip(LIST_COLUMNS, values, strict=True))
+        row["owner"] = (job_labels or {}).get("owner") or model_owner
+        row["labels"] = job_labels or {}
+        rows.append(row)
     return rows, total
 
 
