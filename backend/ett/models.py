@@ -38,6 +38,15 @@ class JobResult(Base):
     __table_args__ = (
         Index("ix_job_results_model_submitted", "model", "submitted_at"),
         Index("ix_job_results_submitted_at", "submitted_at"),
+        # The job list's prefix search (LIKE 'x%'): Postgres needs the pattern operator class.
+        Index(
+            "ix_job_results_job_id_prefix",
+            "job_id",
+            postgresql_ops={"job_id": "varchar_pattern_ops"},
+        ),
+        Index(
+            "ix_job_results_model_prefix", "model", postgresql_ops={"model": "varchar_pattern_ops"}
+        ),
         Index("ix_job_results_ett_pct", "ett_pct"),
         Index("ix_job_results_gpu_hours_lost", "gpu_hours_lost"),
     )
