@@ -234,6 +234,17 @@ class SlurmCluster:
         """Run scontrol with this cluster's configuration."""
         return self._run("scontrol", *args, check=check)
 
+    def start_requeued_now(self, job_id: str) -> None:
+        """Release a requeued job at once (SLURM holds it back two minutes, Reason=BeginTime).
+
+        slurmd revokes the killed attempt's job credential with a time in whole seconds, and a
+        credential created within that second counts as revoked too (slurmctld then logs
+        "Killing non-startable batch JobId=N: Job credential revoked"): the relaunch waits for
+        the next second.
+        """
+        time.sleep(1.2)
+        self.scontrol("update", f"JobId={job_id}", "StartTime=now")
+
     def show_job(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` as a dict of its fields (JobState, SubmitTime, Restarts, ...)."""
         text = self._run("scontrol", "show", "job", job_id)

@@ -154,9 +154,7 @@ def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: Liv
     requeue_called = float(int(time.time()))
     slurm.scontrol("requeue", job)
     queued = slurm.wait_job(job, ("PENDING",), restarts=1)
-    # SLURM holds a requeued job back for two minutes (Reason=BeginTime); release it now.
-    time.sleep(1.0)
-    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    slurm.start_requeued_now(job)
     done = slurm.wait_job(job, ("COMPLETED",), restarts=1, timeout_s=40)
     assert done["Restarts"] == "1" and done["ExitCode"] == "0:0"
     got = ett_result(live, ett_id(slurm, job), "succeeded")
@@ -233,7 +231,7 @@ def test_node_failure_requeues_as_infra_failure(
         slurm.wait_node_idle()
     time.sleep(3.0)
     slurm.scontrol("release", job)
-    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    slurm.start_requeued_now(job)
     done = slurm.wait_job(job, ("COMPLETED",), restarts=1, timeout_s=40)
     got = ett_result(live, ett_id(slurm, job), "succeeded")
 
@@ -340,7 +338,7 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
         time.sleep(0.2)
     slurm.scontrol("requeue", job)
     slurm.wait_job(job, ("PENDING",), restarts=1)
-    slurm.scontrol("update", f"JobId={job}", "StartTime=now")
+    slurm.start_requeued_now(job)
     rec = slurm.wait_job(job, ("COMPLETED", "FAILED"), restarts=1, timeout_s=40)
     assert rec["JobState"] == "COMPLETED", (slurm.root / "jobs" / f"{job}.out").read_text()
     got = ett_result(live, ett_id(slurm, job), "succeeded")
