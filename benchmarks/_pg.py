@@ -1,4 +1,4 @@
-"""Benchmark helpers: a scratch Postgres database, migrated, dropped afterwards."""
+"""Benchmark helpers: a migrated Postgres database, scratch (dropped afterwards) or kept."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import create_engine, text
 
@@ -16,34 +17,38 @@ PG_ADMIN_URL = os.environ.get(
 )
 
 
-@contextmanager
-def kept_postgres(name: str) -> Iterator[tuple[str, bool]]:
-    """Yield (URL, created) of database `name`, created and migrated if absent; never dropped."""
+def _admin(sql: str, **params: str) -> Any:
+    """Run one statement on the admin database (autocommit); its first row."""
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        exists = conn.execute(
-            text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
-        ).first()
-        if not exists:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
+    try:
+        with admin.connect() as conn:
+            result = conn.execute(text(sql), params)
+            return result.first() if result.returns_rows else None
+    finally:
+        admin.dispose()
+
+
+def _migrated(name: str) -> str:
+    """The URL of database `name`, migrated to the head revision."""
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     migrate.upgrade(url)
-    yield url, not exists
+    return url
+
+
+@contextmanager
+def kept_postgres(name: str) -> Iterator[str]:
+    """Yield the URL of database `name`, created if absent and migrated; never dropped."""
+    if not _admin("SELECT 1 FROM pg_database WHERE datname = :n", n=name):
+        _admin(f'CREATE DATABASE "{name}"')
+    yield _migrated(name)
 
 
 @contextmanager
 def scratch_postgres(prefix: str = "ett_bench") -> Iterator[str]:
     """Yield the URL of a new, migrated Postgres database; drop it afterwards."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    _admin(f'CREATE DATABASE "{name}"')
     try:
-        migrate.upgrade(url)
-        yield url
+        yield _migrated(name)
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

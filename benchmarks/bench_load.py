@@ -155,8 +155,8 @@ class Freshness:
             with self.db.engine.connect() as conn:
                 rows = conn.execute(
                     text(
-                        "SELECT job_id, computed_at, (result->>'events')::int FROM job_results"
-                        " WHERE computed_at > :h"
+                        "SELECT job_id, computed_at, coalesce((result->>'events')::int, 0)"
+                        " FROM job_results WHERE computed_at > :h"
                     ),
                     # computed_at is stamped before the worker's commit: a result that commits
                     # late carries a time older than others already seen, so look well back.
