@@ -154,7 +154,7 @@ def _serve_process_metrics(host: str, port: int) -> Any:
     """A /metrics server for this process's health collectors (a worker has no app)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from backend.exporter.health import PROCESS_COLLECTORS
+    from backend.health import PROCESS_COLLECTORS
 
     registry = CollectorRegistry(auto_describe=True)
     for collector in PROCESS_COLLECTORS:

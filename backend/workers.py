@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from backend.exporter.health import WORKER_LAST_SUCCESS, WORKER_PASSES
+from backend.health import WORKER_LAST_SUCCESS, WORKER_PASSES
 
 log = logging.getLogger("ett.workers")
 

@@ -17,7 +17,7 @@ from backend.config import Settings
 from backend.db import describe_error, is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.events import store as event_store
-from backend.exporter.health import count_ingest
+from backend.health import count_ingest
 from backend.timefmt import rfc3339
 from ingest import service
 from ingest.schema import batch_openapi_schema, event_json_schema

@@ -29,11 +29,12 @@ from email.utils import (
     parseaddr,
     parsedate_to_datetime,
 )
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import quote
 
 import httpx
 
+from backend.health import ALERT_DELIVERIES
 from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 ChannelKind = Literal["webhook", "slack", "email", "alertmanager"]
 CHANNEL_KINDS: tuple[str, ...] = ("webhook", "slack", "email", "alertmanager")
 Outcome = Literal["delivered", "retry", "rejected", "gave_up", "error"]
+
+# Every (kind, outcome) of `ett_alert_deliveries` starts at 0, so a first delivery is an
+# increase Prometheus sees (the counter lives in backend.health; its label values live here).
+for _kind in CHANNEL_KINDS:
+    for _outcome in get_args(Outcome):
+        ALERT_DELIVERIES.labels(_kind, _outcome)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from backend.alerts.models import Delivery, Notification
 from backend.alerts.store import channels_for
 from backend.config import Settings
 from backend.db import Database
-from backend.exporter.health import count_delivery
+from backend.health import count_delivery
 
 log = logging.getLogger(__name__)
 

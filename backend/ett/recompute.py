@@ -25,8 +25,8 @@ from backend.ett.engine import JobETT, compute_job
 from backend.ett.models import JobResult
 from backend.ett.store import store
 from backend.events.store import job_ids_with_events, load_events
-from backend.exporter.health import RECOMPUTE_FAILURES
 from backend.fleet.rollups import refresh_job_rollups
+from backend.health import RECOMPUTE_FAILURES
 from backend.jobs import quarantine
 from backend.jobs.models import Job, JobQuarantine
 from backend.workers import PeriodicWorker

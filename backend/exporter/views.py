@@ -12,7 +12,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.deps import SessionDep
 from backend.exporter.collector import DatabaseCollector
-from backend.exporter.health import PROCESS_COLLECTORS, RequestTimer
+from backend.health import PROCESS_COLLECTORS, RequestTimer
 
 router = APIRouter(tags=["metrics"])
 

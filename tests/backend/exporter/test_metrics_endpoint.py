@@ -17,7 +17,7 @@ from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
 from backend.exporter.collector import DatabaseCollector
-from backend.exporter.health import reject_reason, route_template
+from backend.health import reject_reason, route_template
 from tests.backend.exporter import small_fleet
 from tests.conftest import post_events
 

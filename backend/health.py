@@ -1,5 +1,9 @@
 """The service's own health, counted in this process: ingest outcomes, request latency,
-recompute failures, alert deliveries. Each replica exports its own; sum them in PromQL.
+recompute failures, alert deliveries, worker passes. Each replica exports its own; sum them in
+PromQL.
+
+A bottom module: it imports no domain, so the write path (ingest, recompute, the workers) and the
+consumers (alert delivery, the exporter) all count here without importing one another.
 
 The collectors are created unregistered (registry=None) and added to each app's registry, so
 several apps in one process (tests) share them without clashing in the global registry.
@@ -10,12 +14,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from typing import Any, get_args
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from backend.alerts.delivery import CHANNEL_KINDS, Outcome
 
 # `_created` series double the exposition and Prometheus 2.42 does not use them.
 disable_created_metrics()
@@ -59,10 +61,8 @@ WORKER_LAST_SUCCESS = Gauge(
     registry=None,
 )
 
-# Every label combination that can occur starts at 0, so a first event is an increase to see.
-for _kind in CHANNEL_KINDS:
-    for _outcome in get_args(Outcome):
-        ALERT_DELIVERIES.labels(_kind, _outcome)
+# Every label combination that can occur starts at 0, so a first event is an increase to see
+# (the alert channels' kinds are registered by backend.alerts.delivery, which knows them).
 INGEST_EVENTS.labels("accepted", "")
 INGEST_EVENTS.labels("duplicate", "")
 
