@@ -7,7 +7,6 @@ from backend.auth import models as auth_models  # noqa: F401
 from backend.db import Base
 from backend.ett import models as ett_models  # noqa: F401
 from backend.events import models as events_models  # noqa: F401
-from backend.exporter import models as exporter_models  # noqa: F401
 from backend.fleet import models as fleet_models  # noqa: F401
 from backend.jobs import models as jobs_models  # noqa: F401
 from backend.owners import models as owners_models  # noqa: F401

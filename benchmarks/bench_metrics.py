@@ -26,8 +26,8 @@ from backend.config import Settings  # noqa: E402
 from backend.db import Database  # noqa: E402
 from backend.demo import loader  # noqa: E402
 from backend.demo.fleet import FleetSpec, fleet_events  # noqa: E402
-from backend.exporter.models import LedgerEntry  # noqa: E402
 from backend.exporter.views import build_registry  # noqa: E402
+from backend.fleet.models import LedgerEntry  # noqa: E402
 from backend.jobs.models import Job  # noqa: E402
 from benchmarks._pg import scratch_postgres  # noqa: E402
 

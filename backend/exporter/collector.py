@@ -37,7 +37,7 @@ from backend.db import Database
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.models import JobInterval, JobResult
 from backend.events.models import RawEvent
-from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
+from backend.fleet.models import FAILURES, GPU_SECONDS, LedgerEntry
 from backend.jobs.models import Job, Model
 from backend.metrics.core import gpus_of
 from backend.owners import service as owners_service

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.ett.models import JobInterval, JobResult
-from backend.exporter.ledger import book_jobs
 from backend.fleet.days import day_start, split_by_day
+from backend.fleet.ledger import book_jobs
 from backend.fleet.models import (
     NO_MODEL,
     NO_PHASE,

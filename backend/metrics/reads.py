@@ -6,7 +6,6 @@ or is weighted here in SQL with the same rule (`gpus_sql`).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -132,36 +131,6 @@ def job_counts(
 def model_owners(*, db_session: Session) -> dict[str, str | None]:
     """Model name -> owning team."""
     return dict(db_session.execute(select(Model.name, Model.owner)).all())
-
-
-def job_contributions(
-    *, db_session: Session, job_ids: Sequence[str]
-) -> tuple[dict[str, dict[tuple[str, str], float]], dict[str, dict[str, int]]]:
-    """What each job contributes now: GPU-seconds per (component, phase) and failures per kind,
-    from the per-job fleet tables (the /metrics ledger books these)."""
-    gpu: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
-    fail: dict[str, dict[str, int]] = defaultdict(dict)
-    if not job_ids:
-        return gpu, fail
-    ids = sorted(job_ids)
-    for job_id, comp, phase, gpu_s in db_session.execute(
-        select(
-            FleetJobDay.job_id,
-            FleetJobDay.component,
-            FleetJobDay.phase,
-            func.sum(FleetJobDay.gpu_s),
-        )
-        .where(FleetJobDay.job_id.in_(ids))
-        .group_by(FleetJobDay.job_id, FleetJobDay.component, FleetJobDay.phase)
-    ):
-        gpu[job_id][(comp, phase or "")] = float(gpu_s or 0.0)
-    for job_id, kind, n in db_session.execute(
-        select(FleetFailure.job_id, FleetFailure.kind, func.count())
-        .where(FleetFailure.job_id.in_(ids))
-        .group_by(FleetFailure.job_id, FleetFailure.kind)
-    ):
-        fail[job_id][kind] = int(n)
-    return gpu, fail
 
 
 def jobs_submitted(

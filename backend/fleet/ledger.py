@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.ett.models import JobResult
-from backend.exporter.models import FAILURES, GPU_SECONDS, LedgerEntry
+from backend.fleet.models import FAILURES, GPU_SECONDS, FleetFailure, FleetJobDay, LedgerEntry
 from backend.jobs.models import Model
-from backend.metrics.reads import job_contributions
 
 NO_TEAM = ""
 _EPS = 1e-6
@@ -22,8 +21,38 @@ _CHUNK = 500
 Key = tuple[str, str, str, str, str]  # series, model, team, key1, key2
 
 
+def job_contributions(
+    *, db_session: Session, job_ids: Sequence[str]
+) -> tuple[dict[str, dict[tuple[str, str], float]], dict[str, dict[str, int]]]:
+    """What each job contributes now: GPU-seconds per (component, phase) and failures per kind,
+    from the per-job fleet tables (the ledger books these)."""
+    gpu: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    fail: dict[str, dict[str, int]] = defaultdict(dict)
+    if not job_ids:
+        return gpu, fail
+    ids = sorted(job_ids)
+    for job_id, comp, phase, gpu_s in db_session.execute(
+        select(
+            FleetJobDay.job_id,
+            FleetJobDay.component,
+            FleetJobDay.phase,
+            func.sum(FleetJobDay.gpu_s),
+        )
+        .where(FleetJobDay.job_id.in_(ids))
+        .group_by(FleetJobDay.job_id, FleetJobDay.component, FleetJobDay.phase)
+    ):
+        gpu[job_id][(comp, phase or "")] = float(gpu_s or 0.0)
+    for job_id, kind, n in db_session.execute(
+        select(FleetFailure.job_id, FleetFailure.kind, func.count())
+        .where(FleetFailure.job_id.in_(ids))
+        .group_by(FleetFailure.job_id, FleetFailure.kind)
+    ):
+        fail[job_id][kind] = int(n)
+    return gpu, fail
+
+
 def _current(s: Session, ids: list[str]) -> dict[str, dict[Key, float]]:
-    """What each final job contributes now (the metrics layer reads the fleet tables just written)."""
+    """What each final job contributes now (read from the fleet tables just written)."""
     final = {
         job_id: (model or "", team or NO_TEAM)
         for job_id, model, team in s.execute(

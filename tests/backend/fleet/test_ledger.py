@@ -11,9 +11,8 @@ from sqlalchemy import select, update
 
 from backend.db import Database
 from backend.ett.models import JobResult
-from backend.exporter.ledger import book_jobs
-from backend.exporter.models import GPU_SECONDS, LedgerEntry
-from backend.fleet.models import FleetJobDay
+from backend.fleet.ledger import book_jobs
+from backend.fleet.models import GPU_SECONDS, FleetJobDay, LedgerEntry
 from backend.fleet.rollups import rebuild_rollups
 from tests.backend.exporter import small_fleet
 
