@@ -38,8 +38,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _ensure_partitions(url: str) -> None:
-    from backend import retention
     from backend.db import Database
+    from backend.events import retention
 
     db = Database(url)
     with db.engine.begin() as conn:
@@ -83,8 +83,8 @@ def db_prune(
     with any other job (a straggler) is kept whole and listed. A pruned job is never recomputed
     again: its stored result stays, but a rule change cannot re-account it (docs/SCALING.md).
     """
-    from backend import retention
     from backend.db import Database
+    from backend.events import retention
 
     try:
         age = retention.parse_age(raw_older_than)

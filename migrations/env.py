@@ -9,8 +9,8 @@ from sqlalchemy import Connection
 
 from backend.config import get_settings, normalize_database_url
 from backend.db import make_engine
+from backend.events.retention import include_name
 from backend.registry import metadata
-from backend.retention import include_name
 
 config = context.config
 if config.config_file_name is not None:

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.events.models import RawEvent, RejectedEvent
+from backend.events.retention import month_of
 from backend.jobs.models import Job
-from backend.retention import month_of
 
 # Keys per SELECT of stored copies (an IN over tuples; SQLite's parameter limit allows this).
 _KEY_CHUNK = 500

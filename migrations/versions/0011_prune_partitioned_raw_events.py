@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from backend.retention import ensure_partitions, next_month
+from backend.events.retention import ensure_partitions, next_month
 
 revision: str = "0011"
 down_revision: str | None = "0010"

@@ -11,8 +11,8 @@ from alembic.migration import MigrationContext
 from backend import migrate
 from backend.config import Settings
 from backend.db import Database
+from backend.events.retention import include_name
 from backend.registry import metadata
-from backend.retention import include_name
 
 
 def test_orm_and_migrations_do_not_drift(database: Database) -> None:
