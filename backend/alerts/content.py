@@ -9,9 +9,9 @@ from typing import Any, Literal
 from urllib.parse import urlencode
 
 from backend.alerts.delivery import AlertMessage
-from backend.alerts.slos import SloSpec, format_duration
+from backend.alerts.slos import SloSpec
 from backend.text import inline
-from backend.timefmt import rfc3339
+from backend.timefmt import format_duration, rfc3339
 
 INDICATOR_WORDS = {
     "gpu_time_share": "share of wall GPU-time",

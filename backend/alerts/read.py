@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from backend.alerts.acks import acks_for
 from backend.alerts.models import AlertState, Delivery, Silence
 from backend.alerts.silences import list_silences, silenced_by
-from backend.alerts.slos import SloSpec, format_duration
+from backend.alerts.slos import SloSpec
 from backend.alerts.store import list_channels, list_slos
-from backend.timefmt import rfc3339
+from backend.timefmt import format_duration, rfc3339
 
 # ---- reads ------------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from backend.alerts.models import Silence
-from backend.alerts.slos import format_duration
 from backend.text import clean_tree
+from backend.timefmt import format_duration
 
 # ---- silences ------------------------------------------------------------------------
 

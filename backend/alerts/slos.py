@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from backend.ett import catalogue
 from backend.text import clean_tree
+from backend.timefmt import parse_duration
 
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 
@@ -20,33 +19,6 @@ Indicator = Literal[
 ]
 Severity = Literal["info", "warning", "critical"]
 FAILURE_KINDS = ("any", *catalogue.FAILURE_KINDS)
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
-
-
-def parse_duration(value: str | float | int) -> float:
-    """Seconds from a number or a string such as '90s', '30m', '6h', '7d'."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-        if seconds < 0:
-            raise ValueError("a duration cannot be negative")
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise ValueError(f"not a duration: {str(value)[:40]!r} (use e.g. 90s, 30m, 6h, 7d)")
-        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
-    if not math.isfinite(seconds):
-        raise ValueError("a duration must be a finite number of seconds")
-    return seconds
-
-
-def format_duration(seconds: float) -> str:
-    """The largest exact unit for a duration: 7d, 6h, 30m, 90s."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 class SloSpec(BaseModel):

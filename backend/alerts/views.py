@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from backend.alerts import acks, read, store
 from backend.alerts import silences as alert_silences
 from backend.alerts.models import AckCreate, Silence, SilenceCreate
-from backend.alerts.slos import ChannelSpec, SloSpec, parse_duration
+from backend.alerts.slos import ChannelSpec, SloSpec
 from backend.answers import (
     AckRead,
     AlertRead,
@@ -24,7 +24,7 @@ from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.params import check_time
 from backend.text import CleanStr
-from backend.timefmt import parse_instant, rfc3339
+from backend.timefmt import parse_duration, parse_instant, rfc3339
 
 router = APIRouter(tags=["alerts"])
 

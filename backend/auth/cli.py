@@ -52,10 +52,9 @@ def token_create(
     ] = None,
 ) -> None:
     """Create a token and print it, alone on the last line, once: it is stored only hashed."""
-    from backend.alerts.slos import parse_duration
     from backend.auth import service
     from backend.db import Database
-    from backend.timefmt import rfc3339
+    from backend.timefmt import parse_duration, rfc3339
 
     try:
         expires = parse_duration(expires_in) if expires_in is not None else None

@@ -6,8 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from backend.alerts.content import Evaluation, build_message, fingerprint
-from backend.alerts.slos import SloSpec, format_duration, load_slo_file, parse_duration
+from backend.alerts.slos import SloSpec, load_slo_file
 from backend.ett.catalogue import COMPONENTS
+from backend.timefmt import format_duration, parse_duration
 
 
 def _spec(**kw: object) -> SloSpec:
