@@ -17,9 +17,9 @@ from backend import migrate
 from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
-from backend.ett.recompute import recompute_isolated, recompute_jobs
 from backend.exporter.views import install_metrics
 from backend.params import DeprecationHeaders, enforce_read_bounds
+from backend.results.recompute import recompute_isolated, recompute_jobs
 from backend.workers import PeriodicWorker
 from dashboard.app import mount_dashboard
 

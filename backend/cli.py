@@ -11,9 +11,9 @@ from backend.alerts.cli import alerts_app
 from backend.auth.cli import token_app
 from backend.config import get_settings
 from backend.demo.command import demo
-from backend.ett.cli import recompute
 from backend.fleet.cli import fleet_app
 from backend.owners.cli import owners_app
+from backend.results.cli import recompute
 
 app = typer.Typer(
     name="ett",

@@ -36,7 +36,7 @@ WorkerFactory = Callable[[Settings, Database], PeriodicWorker | None]
 def worker_factories() -> list[WorkerFactory]:
     """The periodic loops a worker runs: recompute, alert evaluation, alert delivery."""
     from backend.alerts.scheduled import make_alert_evaluator, make_delivery_worker
-    from backend.ett.recompute import make_recompute_worker
+    from backend.results.recompute import make_recompute_worker
 
     return [make_recompute_worker, make_alert_evaluator, make_delivery_worker]
 

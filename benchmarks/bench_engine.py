@@ -154,9 +154,9 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
 
     from backend import migrate
     from backend.db import Database
-    from backend.ett import recompute as service
     from backend.events.models import RawEvent
     from backend.jobs.models import Job
+    from backend.results import recompute as service
 
     migrate.upgrade(url)
     db = Database(url)

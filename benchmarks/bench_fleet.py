@@ -38,13 +38,13 @@ from sqlalchemy import text, update
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.db import Database  # noqa: E402
-from backend.ett import read as ett_read  # noqa: E402
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS  # noqa: E402
 from backend.ett.models import JobResult  # noqa: E402
 from backend.fleet import rollups  # noqa: E402
 from backend.fleet.days import DAY_S, bucket_start, split_by_day  # noqa: E402
 from backend.metrics import fleet  # noqa: E402
 from backend.owners import service as owners  # noqa: E402
+from backend.results import read as ett_read  # noqa: E402
 from backend.workloads import service as workloads  # noqa: E402
 from benchmarks._pg import kept_postgres, scratch_postgres  # noqa: E402
 

@@ -23,7 +23,6 @@ from backend.alerts import store
 from backend.annotations import service as annotations_service
 from backend.compare import service as compare_service
 from backend.db import describe_error
-from backend.ett import read as ett_service
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
@@ -31,6 +30,7 @@ from backend.metrics import core as metrics_core
 from backend.metrics import fleet as fleet_service
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
+from backend.results import read as ett_service
 from backend.workloads import service as workloads_service
 from dashboard.context import current
 from dashboard.filters import Filters

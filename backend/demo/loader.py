@@ -128,7 +128,7 @@ def load_in_process(
             bar.update(len(batch))
     report.ingest_s = time.perf_counter() - started
     if recompute:
-        from backend.ett.recompute import dirty_job_ids
+        from backend.results.recompute import dirty_job_ids
 
         started = time.perf_counter()
         # Jobs an interrupted earlier load stored but never accounted are still marked dirty.
@@ -150,7 +150,7 @@ def recompute_jobs(
     progress: bool = True,
 ) -> int:
     """Run the ETT engine's recompute over the given jobs, in chunks, with a progress bar."""
-    from backend.ett import recompute as service
+    from backend.results import recompute as service
 
     with _bar(len(job_ids), "ETT%", "job", progress) as bar:
         for i in range(0, len(job_ids), RECOMPUTE_CHUNK):

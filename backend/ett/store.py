@@ -1,7 +1,7 @@
 """Result storage: write one job's engine answer into job_results, job_intervals and attempts.
 
 The rows a recompute replaces (and the job's derived fields in `jobs`); the caller owns the
-transaction. Reads of these rows are in backend.ett.read; who calls store is backend.ett.recompute.
+transaction. Reads of these rows are in backend.results.read; who calls store is backend.results.recompute.
 """
 
 from __future__ import annotations

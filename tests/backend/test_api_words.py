@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from backend.ett.recompute import recompute_dirty
+from backend.results.recompute import recompute_dirty
 from backend.timefmt import DAY_S, parse_bound, parse_instant, rfc3339
 from tests.backend.fleet.fleet_jobs import D0, job_a, job_b
 

@@ -21,11 +21,11 @@ from backend.alerts.models import EvaluatorLease
 from backend.config import Settings
 from backend.db import Database
 from backend.ett.models import JobResult
-from backend.ett.recompute import count_dirty, recompute_all
 from backend.events.models import RawEvent
 from backend.fleet.models import FleetDayRollup, FleetDayTotal
 from backend.fleet.rollups import rebuild_rollups
 from backend.jobs.models import Job
+from backend.results.recompute import count_dirty, recompute_all
 from tests.backend.alerts.conftest import http_receiver  # noqa: F401 - the receiver fixture
 from tests.backend.alerts.fleet import job_events
 from tests.cluster import Cluster

@@ -16,10 +16,10 @@ from sqlalchemy import func, select, text
 
 from backend import migrate, retention
 from backend.db import Database
-from backend.ett import recompute as service
 from backend.ett.models import JobResult
 from backend.events.models import RawEvent
 from backend.jobs.models import Job
+from backend.results import recompute as service
 from ingest.service import ingest_batch
 from tests.backend.alerts.fleet import job_events
 from tests.conftest import DIALECTS, database_at

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import select, text
 
 from backend.config import Settings
-from backend.ett import recompute as service
 from backend.ett.models import JobResult
 from backend.events.models import RawEvent
 from backend.events.retention import month_of
 from backend.jobs.models import Job, JobQuarantine
+from backend.results import recompute as service
 from tests.conftest import post_events
 
 T0 = 1_780_000_000.0

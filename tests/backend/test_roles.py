@@ -11,7 +11,7 @@ import httpx
 from backend import migrate
 from backend.db import Database
 from backend.ett.models import JobResult
-from backend.ett.recompute import count_dirty
+from backend.results.recompute import count_dirty
 from tests.backend.ett.test_ett_service import short_job
 from tests.cluster import Cluster, EttProcess, ett
 from tests.trainer_agent.live_server import free_port

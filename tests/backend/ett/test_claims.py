@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from backend.db import Database
-from backend.ett import recompute
 from backend.ett.models import JobResult
 from backend.jobs.models import Job
+from backend.results import recompute
 from backend.workers import PeriodicWorker
 from ingest import service as ingest_service
 from tests.backend.ett.test_ett_service import short_job

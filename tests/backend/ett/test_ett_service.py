@@ -10,9 +10,9 @@ from sqlalchemy import func, select, update
 from typer.testing import CliRunner
 
 from backend.config import get_settings
-from backend.ett import recompute as service
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Attempt, Job
+from backend.results import recompute as service
 from backend.timefmt import rfc3339
 from tests.backend.ett.builders import JobEvents, M
 

@@ -284,8 +284,8 @@ def test_recompute_queue_lag_and_failures(
     """A marked job shows as queue depth and lag; a recompute that raises counts a failure."""
     from sqlalchemy import update
 
-    from backend.ett import recompute as ett_service
     from backend.jobs.models import Job
+    from backend.results import recompute as ett_service
 
     with database.session() as s:
         s.execute(

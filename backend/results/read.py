@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.ett.models import JobInterval, JobResult
-from backend.ett.recompute import compute
 from backend.jobs.models import Job, Model
+from backend.results.recompute import compute
 
 SORTS: dict[str, Any] = {
     "ett_pct": JobResult.ett_pct,

@@ -22,7 +22,7 @@ def recompute(
     (docs/ACCOUNTING.md): it rebuilds every stored answer with a progress bar.
     """
     from backend.db import Database
-    from backend.ett import recompute as service
+    from backend.results import recompute as service
 
     if job and all_jobs:
         typer.secho("error: give --job or --all, not both", fg=typer.colors.RED, err=True)

@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from backend.auth.deps import ReadAccess
 from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
-from backend.ett import read as service
 from backend.jobs import quarantine
 from backend.params import (
     alias_query,
@@ -23,6 +22,7 @@ from backend.params import (
     round_number,
     start_query,
 )
+from backend.results import read as service
 from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
