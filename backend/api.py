@@ -7,7 +7,7 @@ from backend.alerts.views import router as alerts_router
 from backend.annotations.views import router as annotations_router
 from backend.auth.views import router as tokens_router
 from backend.compare.views import router as compare_router
-from backend.fleet.views import router as fleet_router
+from backend.metrics.views import router as fleet_router
 from backend.owners.views import router as owners_router
 from backend.planner.views import router as planner_router
 from backend.results.views import router as ett_router

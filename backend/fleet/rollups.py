@@ -1,7 +1,7 @@
 """Keeping the fleet tables current: the writes behind every fleet read (backend/metrics reads).
 
 A recompute calls `refresh_job_rollups` in its own transaction; `rebuild_rollups` starts over.
-GPU-seconds are weighted here, once, with the metrics layer's NULL rule (`gpus_of`).
+GPU-seconds are weighted here, once, with the NULL rule of `backend.fleet.weights` (`gpus_of`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.ett.models import JobInterval, JobResult
+from backend.fleet import weights
 from backend.fleet.days import day_start, split_by_day
 from backend.fleet.ledger import book_jobs
 from backend.fleet.models import (
@@ -26,7 +27,6 @@ from backend.fleet.models import (
     FleetJob,
     FleetJobDay,
 )
-from backend.metrics import core as metrics
 from backend.timefmt import parse_instant
 
 _ZERO = 1e-6
@@ -115,7 +115,7 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
     new_jobs: list[dict[str, Any]] = []
     for job_id, r in results.items():
         model = r.model or NO_MODEL
-        gpus = metrics.gpus_of(r.gpus)
+        gpus = weights.gpus_of(r.gpus)
         for (day, comp, phase), wall_s in split_by_day(per_job.get(job_id, ())).items():
             ph = phase or NO_PHASE
             new_days.append(
@@ -126,12 +126,12 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
                     "phase": ph,
                     "model": model,
                     "wall_s": wall_s,
-                    "gpu_s": metrics.gpu_s(wall_s, gpus),
+                    "gpu_s": weights.gpu_s(wall_s, gpus),
                 }
             )
             d = delta[(day, model, comp, ph)]
             d[0] += wall_s
-            d[1] += metrics.gpu_s(wall_s, gpus)
+            d[1] += weights.gpu_s(wall_s, gpus)
         l1 = r.l1 if isinstance(r.l1, dict) else {}
         for i, f in enumerate(l1.get("failures") or []):
             ts = _ts(f.get("ts"))

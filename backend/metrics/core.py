@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -18,8 +17,12 @@ from backend.ett.catalogue import COMPONENTS
 from backend.ett.partition import EFFECTIVE
 from backend.fleet.days import bucket_end, bucket_start, bucket_starts
 
+# The GPU weighting rule is the rollups' (they weight once, at write time); named here too.
+from backend.fleet.weights import NULL_GPUS as NULL_GPUS
+from backend.fleet.weights import gpu_s as gpu_s
+from backend.fleet.weights import gpus_of as gpus_of
+
 HOUR_S = 3600.0
-NULL_GPUS = 1
 ZERO = 1e-6
 LOST_BY = ("component", "phase", "owner", "system")
 
@@ -30,18 +33,6 @@ class OwnerResolver(Protocol):
     def owner(self, component: str, phase: str | None) -> str: ...  # noqa: D102
 
     def system(self, component: str, phase: str | None) -> str: ...  # noqa: D102
-
-
-def gpus_of(gpus: Any) -> int:
-    """A job's GPU count for weighting: NULL (or anything not a positive int) counts as 1."""
-    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Real) or not gpus >= 1:
-        return NULL_GPUS
-    return int(gpus)
-
-
-def gpu_s(seconds: float, gpus: Any) -> float:
-    """Wall seconds of a job as GPU-seconds."""
-    return seconds * gpus_of(gpus)
 
 
 def gpu_h(gpu_seconds: float) -> float:

@@ -1,4 +1,4 @@
-"""Fleet REST: ETT% trend, lost GPU-hours, regressions, failures (JSON, or CSV for tables).
+"""Fleet REST over the metrics layer: ETT% trend, lost GPU-hours, regressions, failures (JSON, CSV).
 
 Every answer here is summed from the per-UTC-day rollups, so its range is whole UTC days
 (a sub-day bound answers 422, never a silently widened range); see docs/API.md.
