@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DataError, DBAPIError
 
-from backend import migrate
+from backend import migrate, runtime
+from backend.alerts import exported as alerts_exported
 from backend.api import api_router
 from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
@@ -62,8 +63,6 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        from backend import runtime
-
         if start_workers:
             built = workers() if workers is not None else runtime.build_workers(settings, db)
             runtime.start_all(built)
@@ -124,10 +123,58 @@ def create_app(
 
     # Every API route is held to the read bounds (backend/params.py), new ones included.
     app.include_router(api_router, prefix="/api/v1", dependencies=[Depends(enforce_read_bounds)])
-    install_metrics(app, settings, db)
+    install_metrics(app, settings, db, alerts=alerts_exported)
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)
     return app
+
+
+def build_app(
+    settings: Settings | None = None,
+    *,
+    role: runtime.Role = "all",
+    database: Database | None = None,
+    check_schema: bool = True,
+    with_dashboard: bool = True,
+) -> FastAPI:
+    """The HTTP app of an "api" or "all" process (an "all" app runs the workers in its lifespan)."""
+    settings = settings or runtime.build_settings()
+    db = database or runtime.build_database(settings)
+    if role == "worker":
+        raise ValueError("the worker role serves no HTTP app; use run_workers")
+    return create_app(
+        settings,
+        database=db,
+        check_schema=check_schema,
+        start_workers=role == "all",
+        with_dashboard=with_dashboard,
+        workers=lambda: runtime.build_workers(settings, db, role),
+    )
+
+
+def serve(
+    host: str,
+    port: int,
+    *,
+    role: str | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Serve the app of `role` (else ETT_SERVE_ROLE, else all) on host:port until stopped.
+
+    Raises ValueError for an unknown role or the worker role (it serves nothing) and
+    SchemaOutOfDate when the database is behind the migrations, before anything is bound.
+    """
+    import uvicorn
+
+    settings = runtime.build_settings()
+    chosen = runtime.resolve_role(role, settings)
+    if chosen == "worker":
+        raise ValueError("`ett serve --role worker` serves nothing: run `ett worker`")
+    application = build_app(settings, role=chosen)
+    announce(
+        f"ETT% serving ({chosen}) on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)"
+    )
+    uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
 
 
 def _plain_validation_errors(app: FastAPI) -> None:

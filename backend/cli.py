@@ -141,26 +141,18 @@ def serve(
     ] = True,
 ) -> None:
     """Serve the REST API (/api/v1, OpenAPI at /docs), the dashboard (/) and /healthz."""
-    import uvicorn
-
-    from backend import runtime
+    from backend.app import serve as serve_app
     from backend.migrate import SchemaOutOfDate
 
-    settings = runtime.build_settings()
     try:
-        chosen = runtime.resolve_role("api" if not workers and role is None else role, settings)
-    except ValueError as err:
+        serve_app(
+            host,
+            port,
+            role="api" if not workers and role is None else role,
+            announce=typer.echo,
+        )
+    except (ValueError, SchemaOutOfDate) as err:
         _fail(str(err))
-    if chosen == "worker":
-        _fail("`ett serve --role worker` serves nothing: run `ett worker`")
-    try:
-        application = runtime.build_app(settings, role=chosen)
-    except SchemaOutOfDate as err:
-        _fail(str(err))
-    typer.echo(
-        f"ETT% serving ({chosen}) on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)"
-    )
-    uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
 
 
 @app.command()

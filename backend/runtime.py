@@ -1,4 +1,4 @@
-"""The composition root: settings, database, app and workers for each process role.
+"""The composition root's processes: settings, database and workers for each process role.
 
 Roles (docs/SCALING.md, "Roles"):
 
@@ -16,14 +16,11 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from backend.config import Settings, get_settings
 from backend.db import Database
 from backend.workers import PeriodicWorker
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
 
 log = logging.getLogger("ett.runtime")
 
@@ -70,31 +67,6 @@ def build_workers(
         return []
     made = (factory(settings, database) for factory in (factories or worker_factories()))
     return [w for w in made if w is not None]
-
-
-def build_app(
-    settings: Settings | None = None,
-    *,
-    role: Role = "all",
-    database: Database | None = None,
-    check_schema: bool = True,
-    with_dashboard: bool = True,
-) -> FastAPI:
-    """The HTTP app of an "api" or "all" process (an "all" app runs the workers in its lifespan)."""
-    from backend.app import create_app
-
-    settings = settings or build_settings()
-    db = database or build_database(settings)
-    if role == "worker":
-        raise ValueError("the worker role serves no HTTP app; use run_workers")
-    return create_app(
-        settings,
-        database=db,
-        check_schema=check_schema,
-        start_workers=role == "all",
-        with_dashboard=with_dashboard,
-        workers=lambda: build_workers(settings, db, role),
-    )
 
 
 def start_all(workers: Sequence[PeriodicWorker]) -> None:

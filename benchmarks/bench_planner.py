@@ -22,14 +22,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from backend.demo.fleet import REGRESSION, FleetSpec
-from backend.planner.backtest import (
+from backend.demo.backtest import (
     BacktestReport,
     demo_observations,
     demo_pairs,
     pair_backtest,
     split_backtest,
 )
+from backend.demo.fleet import REGRESSION, FleetSpec
 from backend.planner.fit import (
     DAY_S,
     DEFAULT_HALF_LIFE_DAYS,

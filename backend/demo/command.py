@@ -121,13 +121,17 @@ def demo(
         database.dispose()
         return
 
-    from backend.cli import serve as serve_command
+    from backend.app import serve as serve_app
+    from backend.migrate import SchemaOutOfDate
 
     feed = live_feed.LiveFeed(database, spec) if live else None
     if feed is not None:
         feed.start()
     try:
-        serve_command(host=host, port=port, workers=True)
+        serve_app(host, port, announce=typer.echo)
+    except (ValueError, SchemaOutOfDate) as err:
+        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
     finally:
         if feed is not None:
             feed.stop()

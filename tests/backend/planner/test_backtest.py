@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from backend.demo.fleet import DAY, FleetSpec
-from backend.planner.backtest import (
+from backend.demo.backtest import (
     demo_observations,
     demo_pairs,
     pair_backtest,
     split_backtest,
 )
+from backend.demo.fleet import DAY, FleetSpec
 from backend.planner.fit import fit_inputs
 from backend.planner.model import predict
 

@@ -9,7 +9,7 @@ PURE = (
     "backend.planner.model",
     "backend.planner.fit",
     "backend.planner.whatif",
-    "backend.planner.backtest",
+    "backend.demo.backtest",
 )
 FORBIDDEN = ("sqlalchemy", "fastapi", "starlette", "dash", "flask", "pydantic", "httpx")
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from backend.demo import fleet, loader
+from backend.demo.backtest import demo_observations
 from backend.fleet.days import DAY_S
-from backend.planner.backtest import demo_observations
 from backend.planner.fit import fit_inputs, measured_ett_pct
 from backend.planner.model import predict
 from backend.planner.service import inputs_from_dict

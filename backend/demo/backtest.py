@@ -1,4 +1,4 @@
-"""Back-tests of the planner on measured jobs: fit a window, predict the next; paired what-ifs; pure."""
+"""Back-tests of the planner on simulated fleets: fit a window, predict the next; what-ifs; pure."""
 
 from __future__ import annotations
 
