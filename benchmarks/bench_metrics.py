@@ -22,6 +22,7 @@ from sqlalchemy import delete, func, select
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import backend.fleet.rollups as fleet_service  # noqa: E402
+from backend.alerts import exported as alerts_exported  # noqa: E402
 from backend.config import Settings  # noqa: E402
 from backend.db import Database  # noqa: E402
 from backend.demo import loader  # noqa: E402
@@ -68,7 +69,7 @@ def main() -> None:
         for _ in range(args.rounds):
             without.append(_recompute(db, settings, ids, book=False))
             with_book.append(_recompute(db, settings, ids, book=True))
-        registry = build_registry(settings, db)
+        registry = build_registry(settings, db, alerts=alerts_exported)
         scrapes, text = [], b""
         for _ in range(args.scrapes):
             started = time.perf_counter()

@@ -21,17 +21,13 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.alerts.models import AlertState, Slo
-from backend.alerts.slos import DEFAULT_SLOS_FILE, load_slo_file
 from backend.config import Settings
 from backend.db import Database
 from backend.ett.catalogue import FAILURE_KINDS
@@ -47,7 +43,6 @@ log = logging.getLogger("ett.metrics")
 
 OTHER = "other"
 UNKNOWN = "unknown"
-OPEN_ALERT_STATES = ("pending", "firing")
 
 
 class PhaseFolder:
@@ -86,22 +81,31 @@ def _team(team: str | None) -> str:
     return team or UNKNOWN
 
 
-@lru_cache(maxsize=4)
-def _file_ett_slos(path: str, _mtime_ns: int) -> tuple[dict[str, Any], ...]:
-    """The ett_floor SLOs of an SLO file, parsed once per version of the file."""
-    return tuple(
-        {"name": x.name, "owner": x.owner, "objective": x.objective, "model": x.model}
-        for x in load_slo_file(Path(path)).slos
-        if x.indicator == "ett_floor" and x.enabled
-    )
+class AlertFacts(Protocol):
+    """What the exporter shows of the alert evaluator, read by the alerts package that owns it.
+
+    The composition root passes `backend.alerts.exported` in; the exporter imports no other
+    consumer (docs/ARCHITECTURE.md).
+    """
+
+    def open_alert_counts(self, db_session: Session) -> Iterable[tuple[str, str, str, int]]:
+        """(owner, severity, state, count) of the pending and firing alerts."""
+        ...
+
+    def ett_floor_slos(self, db_session: Session, settings: Settings) -> list[dict[str, Any]]:
+        """The enabled ett_floor SLOs as {name, owner, objective, model}."""
+        ...
 
 
 class DatabaseCollector(Collector):
     """Reads the ledger and the live state on each scrape (one short read-only session)."""
 
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(
+        self, database: Database, settings: Settings, *, alerts: AlertFacts | None = None
+    ) -> None:
         self.database = database
         self.settings = settings
+        self.alerts = alerts
 
     def describe(self) -> list[Metric]:
         """Nothing at registration: describing would need the database."""
@@ -270,7 +274,7 @@ class DatabaseCollector(Collector):
     def _objectives(
         self, s: Session, model_rows: list[Any], models: ModelFolder
     ) -> Iterator[Metric]:
-        specs = self._ett_slos(s)
+        specs = [] if self.alerts is None else self.alerts.ett_floor_slos(s, self.settings)
         fam = GaugeMetricFamily(
             "ett_model_ett_objective_ratio",
             "The ETT% objective (as a ratio) of the ett_floor SLO that applies to each model, "
@@ -289,31 +293,6 @@ class DatabaseCollector(Collector):
         for (m, t), (obj, slo, owner) in sorted(best.items()):
             fam.add_metric([m, t, slo, owner], obj)
         yield fam
-
-    def _ett_slos(self, s: Session) -> list[dict[str, Any]]:
-        rows = list(
-            s.execute(
-                select(Slo.name, Slo.owner, Slo.indicator, Slo.objective, Slo.spec, Slo.enabled)
-            )
-        )
-        if rows:
-            return [
-                {
-                    "name": n,
-                    "owner": o,
-                    "objective": obj,
-                    "model": (spec or {}).get("model"),
-                }
-                for n, o, ind, obj, spec, enabled in rows
-                if ind == "ett_floor" and enabled
-            ]
-        # The evaluator has not synced the SLO file yet: read it as it would.
-        path = Path(self.settings.slos_file or DEFAULT_SLOS_FILE)
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:
-            return []
-        return list(_file_ett_slos(str(path), mtime))
 
     def _running(self, s: Session, models: ModelFolder, phases: PhaseFolder) -> Iterator[Metric]:
         last_end = (
@@ -370,12 +349,9 @@ class DatabaseCollector(Collector):
             "severity.",
             labels=["owner", "severity", "state"],
         )
-        for owner, severity, state, n in s.execute(
-            select(AlertState.owner, AlertState.severity, AlertState.state, func.count())
-            .where(AlertState.state.in_(OPEN_ALERT_STATES))
-            .group_by(AlertState.owner, AlertState.severity, AlertState.state)
-        ):
-            fam.add_metric([owner, severity, state], float(n))
+        if self.alerts is not None:
+            for owner, severity, state, n in self.alerts.open_alert_counts(s):
+                fam.add_metric([owner, severity, state], float(n))
         yield fam
 
     def _lags(self, s: Session, now: float) -> Iterator[Metric]:

@@ -11,18 +11,20 @@ from backend.auth.deps import ReadAccess
 from backend.config import Settings
 from backend.db import Database
 from backend.deps import SessionDep
-from backend.exporter.collector import DatabaseCollector
+from backend.exporter.collector import AlertFacts, DatabaseCollector
 from backend.health import PROCESS_COLLECTORS, RequestTimer
 
 router = APIRouter(tags=["metrics"])
 
 
-def build_registry(settings: Settings, database: Database) -> CollectorRegistry:
+def build_registry(
+    settings: Settings, database: Database, *, alerts: AlertFacts | None = None
+) -> CollectorRegistry:
     """A registry of this app's database collector and the process' health collectors."""
     registry = CollectorRegistry(auto_describe=False)
     for collector in PROCESS_COLLECTORS:
         registry.register(collector)
-    registry.register(DatabaseCollector(database, settings))
+    registry.register(DatabaseCollector(database, settings, alerts=alerts))
     return registry
 
 
@@ -48,8 +50,13 @@ async def metrics(request: Request, _access: ReadAccess, db_session: SessionDep)
     return Response(content=body, media_type=content_type)
 
 
-def install_metrics(app: FastAPI, settings: Settings, database: Database) -> None:
-    """Add GET /metrics and the request timer to the app (before the dashboard's catch-all)."""
-    app.state.metrics_registry = build_registry(settings, database)
+def install_metrics(
+    app: FastAPI, settings: Settings, database: Database, *, alerts: AlertFacts | None = None
+) -> None:
+    """Add GET /metrics and the request timer to the app (before the dashboard's catch-all).
+
+    `alerts` (the composition root passes `backend.alerts.exported`) feeds the alert families.
+    """
+    app.state.metrics_registry = build_registry(settings, database, alerts=alerts)
     app.add_middleware(RequestTimer)
     app.include_router(router)
