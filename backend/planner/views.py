@@ -11,7 +11,7 @@ from backend.deps import SessionDep, SettingsDep
 from backend.params import alias_query, call_service, end_query, pick_alias, start_query, time_range
 from backend.planner import service
 from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS
-from backend.planner.models import CustomWhatIfOut, FleetPlanOut, ModelPlanOut, WhatIfIn
+from backend.planner.schemas import CustomWhatIfOut, FleetPlanOut, ModelPlanOut, WhatIfIn
 
 router = APIRouter(prefix="/plan", tags=["planner"])
 
