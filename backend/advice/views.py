@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from backend.advice import service
-from backend.answers import CheckpointAdvice, CriticalPath
+from backend.advice.schemas import CheckpointAdvice, CriticalPath
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.params import (

@@ -11,8 +11,7 @@ from pydantic import BaseModel
 from backend.alerts import acks, read, store
 from backend.alerts import silences as alert_silences
 from backend.alerts.models import AckCreate, Silence, SilenceCreate
-from backend.alerts.slos import ChannelSpec, SloSpec
-from backend.answers import (
+from backend.alerts.schemas import (
     AckRead,
     AlertRead,
     ChannelRead,
@@ -20,6 +19,7 @@ from backend.answers import (
     OwnerStatus,
     SilenceRead,
 )
+from backend.alerts.slos import ChannelSpec, SloSpec
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.params import check_time

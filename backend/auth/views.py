@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.answers import TokenCreated, TokenRead
 from backend.auth import service
 from backend.auth.deps import AdminAccess
+from backend.auth.schemas import TokenCreated, TokenRead
 from backend.deps import SessionDep
 from backend.text import CleanStr
 from backend.timefmt import parse_duration

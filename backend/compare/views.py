@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from backend.answers import CompareAnswer, PairsAnswer
 from backend.auth.deps import ReadAccess
 from backend.compare import service
+from backend.compare.schemas import CompareAnswer, PairsAnswer
 from backend.deps import SessionDep
 from backend.params import (
     alias_query,

@@ -17,6 +17,9 @@ COMPONENTS: tuple[str, ...] = (
     "unattributed",
 )
 
+# How the REST answers' OpenAPI describes a per-component field.
+COMPONENTS_HELP = "per ETT component (scheduling, hardware_setup, trainer_init, ...)"
+
 # Components a phase span (catalogue or configured custom phase) may land in.
 PHASE_COMPONENTS: frozenset[str] = frozenset(
     {"scheduling", "hardware_setup", "trainer_init", "pt2_compile", "shutdown", "unattributed"}

@@ -11,11 +11,17 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from backend.answers import FailuresByModel, FailureSeries, FleetEtt, LostAnswer, Regressions
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
 from backend.metrics import fleet as service
+from backend.metrics.schemas import (
+    FailuresByModel,
+    FailureSeries,
+    FleetEtt,
+    LostAnswer,
+    Regressions,
+)
 from backend.params import (
     alias_query,
     call_service,

@@ -7,10 +7,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, HTTPException, Query
 from pydantic import ValidationError
 
-from backend.answers import OwnersAnswer
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.owners import service
+from backend.owners.schemas import OwnersAnswer
 from backend.params import csv_response, with_rfc3339
 
 router = APIRouter(prefix="/owners", tags=["owners"])

@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 
-from backend.answers import ModelList, ModelPage
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.params import (
@@ -20,6 +19,7 @@ from backend.params import (
     with_rfc3339,
 )
 from backend.workloads import service
+from backend.workloads.schemas import ModelList, ModelPage
 
 router = APIRouter(prefix="/models", tags=["models"])
 

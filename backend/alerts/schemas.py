@@ -1,0 +1,91 @@
+"""Response models of the alert routes: alerts, acknowledgements, silences, channels, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class AlertRead(BaseModel):
+    """One alert instance (an SLO, optionally per model) and its state."""
+
+    fingerprint: str
+    slo: str
+    owner: str = Field(description="the team that owns the SLO's component")
+    component: str | None
+    model: str | None
+    severity: str
+    state: str = Field(description="inactive, pending, firing or resolved")
+    value: float | None = Field(description="the indicator's last value, in the SLO's unit")
+    objective: float
+    labels: dict[str, Any] | None
+    breach_started_at: str | None
+    fired_at: str | None
+    resolved_at: str | None
+    last_evaluated_at: str | None
+    episode: int
+    notified: bool | None
+    silenced: bool
+    jobs: int
+    models: list[Any]
+    job_drivers: list[Any]
+    acknowledged: bool
+    acknowledgements: list[dict[str, Any]]
+
+
+class AckRead(BaseModel):
+    """An acknowledgement of an alert's current episode."""
+
+    fingerprint: str
+    episode: int
+    by: str | None
+    comment: str | None
+    at: str | None
+
+
+class SilenceRead(BaseModel):
+    """A silence: matchers, when it holds and why."""
+
+    id: int
+    matchers: dict[str, str] = Field(description="owner, component, model")
+    starts_at: str | None
+    ends_at: str | None
+    active: bool
+    comment: str | None
+    created_by: str | None
+    created_at: str | None
+
+
+class ChannelRef(BaseModel):
+    """A notification channel as stored."""
+
+    owner: str
+    name: str
+    kind: str
+    enabled: bool
+
+
+class ChannelRead(BaseModel):
+    """A notification channel with its target (admin only: targets can hold secrets)."""
+
+    name: str
+    kind: str
+    target: str | None
+    options: dict[str, Any] | None
+    enabled: bool
+    source: str | None
+
+
+class OwnerStatus(BaseModel):
+    """GET /owners/{owner}/status: an owner's SLOs, alerts, silences, channels, deliveries."""
+
+    owner: str = Field(description="the team that owns components (SLO owner)")
+    status: str
+    evaluated_at: str | None
+    slos: list[dict[str, Any]]
+    alerts: list[dict[str, Any]]
+    silences: list[dict[str, Any]]
+    channels: list[dict[str, Any]]
+    deliveries: list[dict[str, Any]]
+    dashboard: str
