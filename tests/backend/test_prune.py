@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from backend import migrate, retention
+from backend import migrate
 from backend.db import Database
 from backend.ett.models import JobResult
+from backend.events import retention
 from backend.events.models import RawEvent
 from backend.jobs.models import Job
 from backend.results import recompute as service
