@@ -12,7 +12,6 @@ COPY backend ./backend
 COPY ingest ./ingest
 COPY dashboard ./dashboard
 COPY trainer_agent ./trainer_agent
-COPY migrations ./migrations
 RUN pip install . \
     && useradd --create-home --uid 10001 ett
 

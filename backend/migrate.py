@@ -11,9 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
-
-MIGRATIONS_DIR = Path(migrations.__file__).parent
+# The Alembic scripts ship inside the server package (backend/migrations, not a top-level package).
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 class SchemaOutOfDate(RuntimeError):

@@ -1,1 +1,1 @@
-"""Alembic migrations: the only source of the schema."""
+"""Alembic migrations: the only source of the schema (`ett db upgrade`, backend.migrate)."""
