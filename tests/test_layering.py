@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_contracts_are_kept() -> None:
-    """lint-imports exits 0: agent, pure core, dashboard and ingest/backend layering all kept."""
+    """lint-imports exits 0: every contract of pyproject.toml (docs/ARCHITECTURE.md) is kept."""
     lint = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run(
         [str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300

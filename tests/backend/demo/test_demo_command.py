@@ -87,7 +87,7 @@ def test_an_interrupted_load_resumes(ett_home: Path, monkeypatch: pytest.MonkeyP
 def test_demo_serves_with_the_live_feed(ett_home: Path, monkeypatch: pytest.MonkeyPatch):
     calls: list[dict[str, Any]] = []
     feeds: list[Any] = []
-    import backend.cli
+    import backend.app
     from backend.demo import live
 
     real_feed = live.LiveFeed
@@ -96,16 +96,17 @@ def test_demo_serves_with_the_live_feed(ett_home: Path, monkeypatch: pytest.Monk
         def start(self) -> None:
             feeds.append(self)
 
-    def fake_serve(**kwargs: Any) -> None:
-        calls.append(kwargs)
+    def fake_serve(host: str, port: int, *, role: str | None = None, **_kw: Any) -> None:
+        calls.append({"host": host, "port": port, "role": role})
 
-    monkeypatch.setattr(backend.cli, "serve", fake_serve)
+    monkeypatch.setattr(backend.app, "serve", fake_serve)
     monkeypatch.setattr(live, "LiveFeed", RecordingFeed)
     result = CliRunner().invoke(
         app, ["demo", "--models", "2", "--days", "3", "--host", "127.0.0.1", "--port", "8123"]
     )
     assert result.exit_code == 0, result.output
-    assert calls == [{"host": "127.0.0.1", "port": 8123, "workers": True}]
+    # No role asked: the server's own default (ETT_SERVE_ROLE, else all: API and workers).
+    assert calls == [{"host": "127.0.0.1", "port": 8123, "role": None}]
     assert len(feeds) == 1 and feeds[0].spec.models == 2
 
 
