@@ -14,7 +14,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate
-from backend.api import api_router
+from backend.api import api_router, root_router
 from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
 from backend.ett.recompute import recompute_isolated, recompute_jobs
@@ -124,6 +124,7 @@ def create_app(
 
     # Every API route is held to the read bounds (backend/params.py), new ones included.
     app.include_router(api_router, prefix="/api/v1", dependencies=[Depends(enforce_read_bounds)])
+    app.include_router(root_router)
     install_metrics(app, settings, db)
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)
