@@ -49,12 +49,10 @@ def timeline(h: Any) -> None:
     h.attempt_start(0, 30)
     h.phase("trainer_init.process_group", 32, 40)
     h.phase("pt2_compile", 40, 60)
-    cursor = 0
-    for i in range(1, 481):  # a step every 0.5 s from 60 s
-        t = 60 + 0.5 * i
+    for cursor in range(1, 481):  # a step every 0.5 s from 60 s, the data cursor counting steps
+        t = 60 + 0.5 * cursor
         if t == 200:
-            h.checkpoint(200, 205, cursor)
-        cursor += 1
+            h.checkpoint(200, 205, cursor - 1)
         h.step(t + (5 if t > 200 else 0), cursor)
         if t + 5 >= 300:
             break
