@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from typing import Any, Optional
+from typing import Any
 
 log = logging.getLogger("trainer_agent")
 
@@ -44,12 +44,12 @@ class GoodputLogger:
         agent: Any,
         job_name: str,
         *,
-        window_s: Optional[float] = None,
+        window_s: float | None = None,
         keep_entries: bool = True,
     ) -> None:
         self.agent = agent
         self.job_name = job_name
-        self.job_start_time: Optional[datetime.datetime] = None
+        self.job_start_time: datetime.datetime | None = None
         self.window_s = float(
             window_s if window_s is not None else getattr(agent, "progress_window_s", 30.0)
         )
@@ -57,8 +57,8 @@ class GoodputLogger:
         self._entries: list[tuple[float, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._starts: dict[str, float] = {}
-        self._win: Optional[tuple[float, float]] = None  # (start time, cursor)
-        self._last: Optional[tuple[float, float]] = None
+        self._win: tuple[float, float] | None = None  # (start time, cursor)
+        self._last: tuple[float, float] | None = None
         self._steps = 0
         self._win_steps = 0
         self._stepped = False
@@ -107,7 +107,7 @@ class GoodputLogger:
         if end > start and steps > 0:
             self.agent._emit_progress(start, end, c0, max(cursor, 0.0), steps)
 
-    def _close_window(self, at: Optional[float] = None) -> None:
+    def _close_window(self, at: float | None = None) -> None:
         if self._win is not None and self._last is not None:
             end = self._last[0] if at is None else max(at, self._last[0])
             self._emit_window(end, self._last[1])
@@ -158,9 +158,9 @@ class GoodputLogger:
 
     def read_cloud_logging_entries(
         self,
-        start_time: Optional[datetime.datetime] = None,
-        end_time: Optional[datetime.datetime] = None,
-        last_entry_info: Optional[tuple[Any, Any]] = None,
+        start_time: datetime.datetime | None = None,
+        end_time: datetime.datetime | None = None,
+        last_entry_info: tuple[Any, Any] | None = None,
     ) -> tuple[list[dict[str, Any]], tuple[Any, Any]]:
         """Entries in time order after `last_entry_info` (or in [start, end]), as Cloud Logging."""
         with self._lock:
