@@ -1,4 +1,4 @@
-"""Every REST router, mounted under /api/v1."""
+"""Every REST router, mounted under /api/v1 (and the OTLP receiver at /v1)."""
 
 from fastapi import APIRouter
 
@@ -12,6 +12,7 @@ from backend.owners.views import router as owners_router
 from backend.planner.views import router as planner_router
 from backend.results.views import router as ett_router
 from backend.workloads.views import router as workloads_router
+from ingest.otlp_views import router as otlp_router
 from ingest.views import router as ingest_router
 
 api_router = APIRouter()
@@ -26,3 +27,7 @@ api_router.include_router(advice_router)
 api_router.include_router(planner_router)
 api_router.include_router(tokens_router)
 api_router.include_router(annotations_router)
+
+# Routes whose paths a standard fixes, mounted at the root: OTLP/HTTP's POST /v1/traces.
+root_router = APIRouter()
+root_router.include_router(otlp_router)

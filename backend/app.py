@@ -15,7 +15,7 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from backend import migrate, runtime
 from backend.alerts import exported as alerts_exported
-from backend.api import api_router
+from backend.api import api_router, root_router
 from backend.config import Settings, get_settings
 from backend.db import Database, describe_error, is_retryable, with_retries
 from backend.exporter.views import install_metrics
@@ -123,6 +123,7 @@ def create_app(
 
     # Every API route is held to the read bounds (backend/params.py), new ones included.
     app.include_router(api_router, prefix="/api/v1", dependencies=[Depends(enforce_read_bounds)])
+    app.include_router(root_router)
     install_metrics(app, settings, db, alerts=alerts_exported)
     if with_dashboard:
         mount_dashboard(app, settings=settings, database=db)

@@ -69,6 +69,7 @@ WARNING_RULES: dict[str, str] = {
     "cursor_backwards": "progress window whose cursor goes backwards: treated as not advancing (stalled)",
     "overlapping_progress": "progress windows overlap in time: one window classifies each instant (latest attempt, then later start, then smaller event_id); every window raises the high-water mark",
     "progress_after_next_attempt": "progress or checkpoint reported past the next attempt's start (a leftover process): cut off at that start",
+    "failure_after_attempt_end": "failure stamped after its attempt's attempt_ended (a scheduler's report at the process exit): moved to the attempt's end",
     "failure_before_progress": "failure stamped before its attempt's last progress window or checkpoint ended (clock skew): moved to that end",
     "inferred_failure_job_failed": "job_ended says failed but its last attempt reported no failure: a failure was inferred at that attempt's last event",
     "abandoned": "open job silent longer than the abandon timeout: it ends at its last event",
@@ -588,6 +589,7 @@ def build_timeline(
             warnings.add("inferred_failure_job_failed", ended.get("event_id") if ended else None)
             failure = Failure(last, "unknown", info.attempt, True, None)
         if failure is not None:
+            failure_after_attempt_end(failure, info, warnings)
             blocked = busy_until.get(info.attempt)
             if blocked is not None and failure.ts < blocked[0]:
                 warnings.add("failure_before_progress", failure.event_id, blocked[1])
@@ -639,6 +641,17 @@ def build_timeline(
         last_event_at=max(times_max, submitted_at),
         events=len(by_id),
     )
+
+
+def failure_after_attempt_end(failure: Failure, info: AttemptInfo, warnings: WarningLog) -> None:
+    """A failure stamped after its attempt ended stopped the attempt at that end.
+
+    A scheduler integration reports a crash when the process has exited, which comes after the
+    trainer's own record of its end (OneLogger's application span, say) by the teardown.
+    """
+    if info.ended_at is not None and failure.ts > info.ended_at:
+        warnings.add("failure_after_attempt_end", failure.event_id, info.end_event)
+        failure.ts = max(info.ended_at, info.start)
 
 
 def cut_at_next_attempt(
