@@ -21,11 +21,12 @@ def finished(
     process_group_s: float = 20.0,
     compile_s: float = 100.0,
     windows: int = 6,
+    window_s: float = WINDOW_S,
     gpus: int = 8,
     owner: str = "ranking",
 ) -> list[dict[str, Any]]:
     """A healthy finished job: set-up 5 s, trainer_init with a process group, a cold compile,
-    `windows` advancing 30 s windows, a 10 s shutdown."""
+    `windows` advancing windows (30 s unless given), a 10 s shutdown."""
     j = JobEvents(job_id)
     j.submitted(t, model=model, gpus=gpus, labels={"owner": owner})
     j.started(0, t + 1)
@@ -37,8 +38,8 @@ def finished(
     j.phase(0, "pt2_compile", c0, c0 + compile_s)
     w = c0 + compile_s
     for i in range(windows):
-        j.progress(0, w, w + WINDOW_S, i * 30, (i + 1) * 30, steps=30)
-        w += WINDOW_S
+        j.progress(0, w, w + window_s, i * 30, (i + 1) * 30, steps=30)
+        w += window_s
     j.phase(0, "shutdown", w, w + 10)
     j.ended(0, w + 10)
     j.job_ended(w + 12)
