@@ -8,8 +8,9 @@ every key (docs/ALERTS.md, "Learned bounds"):
 with the percentile linear between closest ranks (numpy's default), over the most recent
 `max_samples` samples of a (model, phase, variant). A key needs `min_samples` samples of the
 model before its own bound is used; until then the fleet's bound for the key (the same
-statistic over every model's samples), then its nearest ancestor's (`pt2_compile` for
-`pt2_compile.autotune`), then a shipped default. An override in the SLO file beats them all.
+statistic over every model's samples); for each, the key itself, then its nearest ancestor
+(`pt2_compile` for `pt2_compile.autotune`), and for a warm compile the cold one; then a shipped
+default. An override in the SLO file beats them all.
 
 Keys: a phase of the catalogue (or a custom phase) by its span's full duration, start to end
 (an open span's age is its full extent, hidden parts included); `pt2_compile` and its
@@ -60,7 +61,7 @@ DEFAULTS_S: dict[tuple[str, str], float] = {
     ("trainer_init", ""): 3600.0,
     ("checkpoint_restore", ""): 3600.0,
     (COMPILE_FAMILY, COLD): 7200.0,
-    (COMPILE_FAMILY, WARM): 1800.0,
+    (COMPILE_FAMILY, WARM): 3600.0,
     ("shutdown", ""): 1800.0,
     ("publish", ""): 3600.0,
 }
@@ -91,6 +92,10 @@ class Bound:
     samples: int = 0
     quantile_s: float | None = None
     scope: str = ""  # the model it was learned from, "" for the fleet, the pattern of an override
+    # The key whose samples it was learned from: the phase itself, an ancestor, or for a warm
+    # compile the cold one.
+    from_phase: str = ""
+    from_variant: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape."""
@@ -102,6 +107,8 @@ class Bound:
             "samples": self.samples,
             "quantile_s": self.quantile_s,
             "scope": self.scope,
+            "from_phase": self.from_phase or self.phase,
+            "from_variant": self.from_variant if self.from_phase else self.variant,
         }
 
 
@@ -247,14 +254,18 @@ class BoundSet:
             best = max(hits, key=Override.specificity)
             return Bound(phase, variant, best.bound_s, "override", scope=best.phase)
         if phase != UNATTRIBUTED:
-            for name in (phase, *ancestors(phase)):
-                for scope, source in ((self.model or "", "model"), ("", "fleet")):
-                    if source == "model" and not self.model:
-                        continue
-                    row = self.learned.get((scope, name, variant))
-                    if row is not None:
-                        bound_s, n, q = row
-                        return Bound(phase, variant, bound_s, source, n, q, scope or name)
+            # A warm compile with no history of its own is judged by the cold one: a warm cache
+            # never makes a compile slower.
+            variants = (variant, COLD) if variant == WARM else (variant,)
+            for scope, source in ((self.model or "", "model"), ("", "fleet")):
+                if source == "model" and not self.model:
+                    continue
+                for name in (phase, *ancestors(phase)):
+                    for v in variants:
+                        row = self.learned.get((scope, name, v))
+                        if row is not None:
+                            bound_s, n, q = row
+                            return Bound(phase, variant, bound_s, source, n, q, scope, name, v)
         return Bound(phase, variant, default_bound(phase, variant), "default")
 
 

@@ -105,7 +105,15 @@ class BoundOut(BaseModel):
     source: str = Field(description="model, fleet, override or default")
     samples: int = Field(description="samples the bound was learned from (0 unless learned)")
     quantile_s: float | None = Field(description="the percentile of those samples")
-    scope: str = Field(description="what it was learned from or matched")
+    scope: str = Field(
+        description="the model it was learned from ('' for the fleet), or the "
+        "phase pattern of the override"
+    )
+    from_phase: str = Field(
+        description="the key whose samples it came from: the phase, an "
+        "ancestor phase, or for a warm compile the cold one"
+    )
+    from_variant: str
     sample_values: list[SampleOut] | None = None
 
 

@@ -232,8 +232,8 @@ def bounds_of(
             doc["sample_values"] = learn.samples_for(
                 db_session,
                 model=model if b.source == "model" else "",
-                phase=b.scope if b.source == "fleet" else phase,
-                variant=variant,
+                phase=b.from_phase,
+                variant=b.from_variant,
                 limit=min(samples, settings.bounds_max_samples if settings else 200),
             )
         out.append(doc)

@@ -122,8 +122,11 @@ def test_lookup_order_override_model_fleet_ancestor_default():
     assert (m2("pt2_compile", COLD).bound_s, m2("pt2_compile", COLD).source) == (900.0, "fleet")
     # a sub-stage with no history of its own reads its family's bound
     assert m1("pt2_compile.autotune", COLD).bound_s == 400.0
-    # a warm compile has no history here: the shipped default
-    assert (m1("pt2_compile", WARM).bound_s, m1("pt2_compile", WARM).source) == (1800.0, "default")
+    # a warm compile with no history of its own is judged by the cold one (model, then fleet)
+    assert (m1("pt2_compile", WARM).bound_s, m1("pt2_compile", WARM).source) == (400.0, "model")
+    assert (m2("pt2_compile", WARM).bound_s, m2("pt2_compile", WARM).source) == (900.0, "fleet")
+    # with no history at all: the shipped default
+    assert BoundSet("m3")("pt2_compile", WARM).bound_s == 3600.0
     # the more specific override wins: m1's own loop bound over the fleet-wide one
     assert m1("loop").bound_s == 120 and m2("loop").bound_s == 300
     assert m2("trainer_init.process_group").bound_s == 600  # "m*" matches m2

@@ -41,12 +41,10 @@ def test_bounds_learned_from_the_models_own_history(
     assert pg["bound_s"] == pytest.approx(85.65) and pg["quantile_s"] == pytest.approx(28.55)
     assert [s["value_s"] for s in pg["sample_values"]] == pytest.approx([29.0, 28.0, 27.0])
     assert pg["sample_values"][0]["job_id"] == "m-h09"
-    # cold compile 100..190 s: p95 = 185.5, x3 = 556.5; no warm compile yet: the default
+    # cold compile 100..190 s: p95 = 185.5, x3 = 556.5; no warm compile yet: the cold bound
     assert got[("pt2_compile", "cold")]["bound_s"] == pytest.approx(556.5)
-    assert (got[("pt2_compile", "warm")]["source"], got[("pt2_compile", "warm")]["bound_s"]) == (
-        "default",
-        1800.0,
-    )
+    warm = got[("pt2_compile", "warm")]
+    assert (warm["source"], warm["bound_s"]) == ("model", pytest.approx(556.5))
     # 30 s windows: the longest gap between advances is 30 s, x3 = 90
     assert got[("loop", "")]["bound_s"] == pytest.approx(90.0)
     # hardware set-up 5 s: 15 s is under the 60 s floor
