@@ -11,6 +11,7 @@ All times are epoch seconds; `None` where the job has no such instant.
 from __future__ import annotations
 
 import math
+from operator import sub
 from typing import Any
 
 from backend.ett.partition import EFFECTIVE, Piece
@@ -29,27 +30,45 @@ def _loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
     longer than the bound" measures. Only gaps closed by a later advance count, so a loop that
     hung and was then killed adds no sample.
     """
-    out: dict[int, dict[str, Any]] = {}
+    # One pass with locals (the bulk of a job is its windows): per attempt, the loop's start,
+    # the high-water cursor and the ends of the advancing windows.
+    starts: dict[int, float] = {}
+    highs: dict[int, float] = {}
     ends: dict[int, list[float]] = {}
+    cur: int | None = None
+    lo = hi = 0.0
+    put: Any = None
     for w in tl.windows:
-        facts = out.get(w.attempt)
-        if facts is None:
-            facts = out[w.attempt] = {
-                "loop_started_at": w.start,
-                "last_advance_at": None,
-                "cursor_high": w.cursor_end,
-            }
-        elif w.start < facts["loop_started_at"]:
-            facts["loop_started_at"] = w.start
-        if w.cursor_end > facts["cursor_high"]:
-            facts["cursor_high"] = w.cursor_end
-        if w.cursor_end > w.cursor_start and w.end > w.start:
-            ends.setdefault(w.attempt, []).append(w.end)
-    for attempt, facts in out.items():
-        xs = sorted(ends.get(attempt, ()))
-        facts["last_advance_at"] = xs[-1] if xs else None
-        gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
-        facts["max_advance_gap_s"] = max(gaps) if gaps else None
+        a = w.attempt
+        if a != cur:
+            if cur is not None:
+                starts[cur], highs[cur] = lo, hi
+            cur = a
+            if a in starts:
+                lo, hi = starts[a], highs[a]
+            else:
+                lo, hi = w.start, w.cursor_end
+            put = ends.setdefault(a, []).append
+        if w.start < lo:
+            lo = w.start
+        ce = w.cursor_end
+        if ce > hi:
+            hi = ce
+        if ce > w.cursor_start and w.end > w.start:
+            put(w.end)
+    if cur is not None:
+        starts[cur], highs[cur] = lo, hi
+    out: dict[int, dict[str, Any]] = {}
+    for attempt, start in starts.items():
+        xs = ends.get(attempt) or []
+        xs.sort()  # nearly always in order already: linear
+        gap = max(map(sub, xs[1:], xs[:-1])) if len(xs) > 1 else None
+        out[attempt] = {
+            "loop_started_at": start,
+            "last_advance_at": xs[-1] if xs else None,
+            "cursor_high": highs[attempt],
+            "max_advance_gap_s": gap,
+        }
     return out
 
 

@@ -57,8 +57,12 @@ def test_the_live_page_shows_the_fleet_now_and_refreshes(
     assert browser.text("#live-training-gpus") == "8"
     bad = browser.text("#live-bad-table")
     assert "hung-pg" in bad and "hung:trainer_init.process_group" in bad and "trainer" in bad
-    # bound 85.65 s = 1.4 min; open since now - 290: overrun about 3.4 min; 8 GPUs x 300 s
-    assert "1.4" in bad and "0.67" in bad
+    # bound 85.65 s = 1.4 min; open since now - 290: overrun 3.4 min and more; 8 GPUs for 300 s
+    # and more (the page is read a little later on a loaded machine)
+    row = bad.splitlines()[-1].split()
+    bound, overrun, gpus, burned = (float(x) for x in row[-4:])
+    assert bound == 1.4 and 3.4 <= overrun < 4.5 and gpus == 8
+    assert 8 * 300 / 3600 - 0.01 <= burned < 8 * 380 / 3600
     rolling = browser.text("#live-rolling-table")
     assert "(fleet)" in rolling and "m" in rolling
     shot = SCREENSHOT if os.environ.get("ETT_SCREENSHOTS") == "1" else tmp_path / "live.png"
