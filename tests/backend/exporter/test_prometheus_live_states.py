@@ -106,6 +106,13 @@ def test_the_hung_gpus_show_within_two_scrape_intervals_of_the_bound(
     assert (alert["model"], alert["team"], alert["owner"]) == ("m", "ranking", "trainer")
     by_model = live.by('model:ett_live_bad_gpus:sum{state="hung"}', "model")
     assert by_model == {"m": GPUS}
+    # the rolling ETT% series agree with REST's (open jobs included; read a moment apart)
+    rest = live.rest("/api/v1/live")
+    for window in ("1h", "24h"):
+        expected = rest["fleet"][window]["ett_pct"] / 100
+        got = live.scalar(f'max(ett_live_fleet_ett_ratio{{window="{window}"}})')
+        assert got == pytest.approx(expected, abs=0.02), window
+    assert live.scalar('max(ett_live_ett_ratio{model="m",window="24h"})') is not None
     print(
         f"hung GPUs scraped {seen - crossed:.1f} s, alert {fired - crossed:.1f} s after the bound"
     )
