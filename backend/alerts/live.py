@@ -6,8 +6,8 @@ event), steps the alert instances of the live indicators (one per job and SLO) t
 state machine and outbox as every other alert, and sends what it queued at once. A bound is
 crossed at an instant the stored facts already say (a span's start plus its bound), so a pass
 sees it without waiting for a recompute: a notice goes out at most one interval plus one
-delivery after the crossing. The bounds it judges by are learned by the bounds worker
-(backend/live/worker.py).
+delivery after the crossing. The bounds it judges by are learned by the bounds worker below
+(lease "bounds-learner", backend/live/learn.py).
 
 Instances resolve when their job moves on (the condition no longer holds) or ends.
 """
@@ -29,6 +29,7 @@ from backend.alerts.slos import ANY_COMPONENT, LIVE_INDICATORS, SloSpec
 from backend.alerts.store import list_slos, slo_file_for, sync_from_file
 from backend.config import Settings
 from backend.db import Database
+from backend.live import learn
 from backend.live.service import LiveJob, live_jobs
 from backend.workers import PeriodicWorker
 
@@ -92,6 +93,15 @@ def measure_live(slo: SloSpec, jobs: list[LiveJob]) -> list[Evaluation]:
     return out
 
 
+def live_owners(specs: list[SloSpec]) -> dict[str, str]:
+    """Who the non-phase detections page: each live SLO's owner (`loop` for the hang SLO's)."""
+    out: dict[str, str] = {}
+    for slo in specs:
+        kind = LIVE_INDICATORS[slo.indicator]
+        out["loop" if kind == "hung" else kind] = slo.owner
+    return out
+
+
 def evaluate_live(
     *,
     db_session: Any,
@@ -104,7 +114,7 @@ def evaluate_live(
     specs = [s for s in list_slos(db_session=db_session) if s.enabled and s.is_live]
     report.slos = len(specs)
     if jobs is None:
-        jobs = live_jobs(db_session, settings, now) if specs else []
+        jobs = live_jobs(db_session, settings, now, owners=live_owners(specs)) if specs else []
     db_session.commit()
     advance(
         db_session, settings, specs, lambda slo: measure_live(slo, jobs), now, report, live=True
@@ -190,3 +200,52 @@ def make_live_evaluator(settings: Settings, db: Database) -> LiveEvaluator | Non
     if not settings.alerts_enabled:
         return None
     return LiveEvaluator(settings, db)
+
+
+# ---- the bounds worker: the bounds the live pass judges by ---------------------------------------
+
+BOUNDS_LEASE = "bounds-learner"
+
+
+def learn_once(
+    *, db: Database, settings: Settings, holder: str, now: float | None = None
+) -> dict[str, Any] | None:
+    """One learning pass (backend.live.learn.refresh) if this holder gets the bounds lease."""
+    wall = time.time()
+    ttl = max(60.0, 3 * settings.bounds_refresh_interval_s)
+    with db.session() as s:
+        if not acquire_lease(db_session=s, holder=holder, ttl_s=ttl, now=wall, name=BOUNDS_LEASE):
+            return None
+        done = learn.refresh(s, settings, now=wall if now is None else now)
+        s.commit()
+    return done
+
+
+class BoundsWorker(PeriodicWorker):
+    """Learns the bounds again every settings.bounds_refresh_interval_s until stopped."""
+
+    name = "bounds"
+
+    def __init__(self, settings: Settings, db: Database, holder: str | None = None) -> None:
+        super().__init__(interval_s=max(1.0, float(settings.bounds_refresh_interval_s)))
+        self.settings = settings
+        self.db = db
+        self.holder = holder or default_holder()
+
+    def tick(self) -> dict[str, Any] | None:
+        """One pass; logs what it learned."""
+        done = learn_once(db=self.db, settings=self.settings, holder=self.holder)
+        if done and done["jobs"]:
+            log.info("bounds: %(jobs)d jobs read, %(keys)d keys, %(bounds)d bounds", done)
+        return done
+
+    def on_stop(self) -> None:
+        """Hand the lease to the next replica at once."""
+        with self.db.session() as s:
+            release_lease(db_session=s, holder=self.holder, name=BOUNDS_LEASE)
+
+
+def make_bounds_worker(settings: Settings, db: Database) -> BoundsWorker:
+    """The bounds worker of the roles that run workers (on even with alerts off: the Live page
+    and /metrics judge by the bounds too)."""
+    return BoundsWorker(settings, db)

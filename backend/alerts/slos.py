@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.ett import catalogue
+from backend.live.overrides import BoundOverride
 from backend.text import clean_tree
 from backend.timefmt import parse_duration
 
@@ -157,27 +158,6 @@ class ChannelSpec(BaseModel):
     @classmethod
     def _storable_text(cls, data: Any) -> Any:
         return clean_tree(data, "channel")
-
-
-class BoundOverride(BaseModel):
-    """A bound set by hand for a phase (or `loop`), optionally one variant and one model (glob)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    phase: str = Field(min_length=1, max_length=128)
-    bound_s: float = Field(alias="bound", gt=0)
-    variant: Literal["cold", "warm"] | None = None
-    model: str | None = Field(default=None, max_length=256)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _storable_text(cls, data: Any) -> Any:
-        return clean_tree(data, "bound")
-
-    @field_validator("bound_s", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> float:
-        return parse_duration(v)
 
 
 class SloFile(BaseModel):

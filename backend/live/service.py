@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.alerts.models import Slo
-from backend.alerts.slos import DEFAULT_SLOS_FILE, LIVE_INDICATORS, load_slo_file
 from backend.config import Settings
 from backend.ett.catalogue import CUSTOM_PREFIX
 from backend.ett.models import JobResult
 from backend.jobs.models import Job, Model
 from backend.live import learn
 from backend.live.bounds import LOOP, UNATTRIBUTED, Bound, BoundSet, Override
+from backend.live.overrides import overrides_in
 from backend.live.state import STATES, Detection, LiveRules, LiveState, live_state
 from backend.metrics.window import rolling_ett
 from backend.owners import service as owners_service
@@ -54,22 +51,9 @@ def live_rules(settings: Settings | None) -> LiveRules:
     )
 
 
-@lru_cache(maxsize=4)
-def _file_overrides(path: str, _mtime_ns: int) -> tuple[Override, ...]:
-    return tuple(
-        Override(phase=b.phase, bound_s=b.bound_s, variant=b.variant, model=b.model)
-        for b in load_slo_file(Path(path)).bounds
-    )
-
-
 def overrides(settings: Settings | None) -> tuple[Override, ...]:
     """The bound overrides of the SLO file in force (read again when the file changes)."""
-    path = Path((settings.slos_file if settings else None) or DEFAULT_SLOS_FILE)
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        return ()
-    return _file_overrides(str(path), mtime)
+    return overrides_in(settings.slos_file if settings else None)
 
 
 def bound_sets(
@@ -82,18 +66,10 @@ def bound_sets(
     return {m: BoundSet(m, learned, ov) for m in wanted}
 
 
-def detection_owners(db_session: Session) -> dict[str, str]:
-    """Who each kind of detection pages: the owner of the enabled live SLO of its indicator."""
-    owners = dict(DEFAULT_OWNERS)
-    kinds = {v: k for k, v in LIVE_INDICATORS.items()}
-    for indicator, owner, enabled in db_session.execute(
-        select(Slo.indicator, Slo.owner, Slo.enabled).where(Slo.indicator.in_(list(kinds.values())))
-    ):
-        if not enabled:
-            continue
-        kind = LIVE_INDICATORS[indicator]
-        owners["loop" if kind == "hung" else kind] = owner
-    return owners
+def detection_owners(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Who each kind of detection pages when it is not a phase's hang: the shipped live SLOs'
+    owners (the alert pass pages the owner of the SLO in force, backend/alerts/live.py)."""
+    return {**DEFAULT_OWNERS, **(overrides or {})}
 
 
 @dataclass
@@ -113,10 +89,15 @@ class LiveJob:
 class OwnerOf:
     """Who a detection pages: a phase's owner in the mapping; the SLO's owner for the rest."""
 
-    def __init__(self, db_session: Session, settings: Settings | None) -> None:
+    def __init__(
+        self,
+        db_session: Session,
+        settings: Settings | None,
+        owners: Mapping[str, str] | None = None,
+    ) -> None:
         self.resolver = owners_service.resolver(db_session=db_session, settings=settings)
         self.custom = self.resolver.custom_phase_components()
-        self.owners = detection_owners(db_session)
+        self.owners = detection_owners(owners)
 
     def component(self, d: Detection) -> str | None:
         """The detection's component, custom phases mapped as configured."""
@@ -168,13 +149,18 @@ def live_jobs(
     *,
     model: str | None = None,
     job_id: str | None = None,
+    owners: Mapping[str, str] | None = None,
 ) -> list[LiveJob]:
-    """Every open job's live state at `now`, bad ones first (most GPU-hours burned first)."""
+    """Every open job's live state at `now`, bad ones first (most GPU-hours burned first).
+
+    `owners` names who the non-phase detections page (`loop`, `crash_looping`,
+    `restart_storm`, `silent`); the shipped SLOs' owners by default.
+    """
     now = time.time() if now is None else now
     rows = _open_rows(db_session, model, job_id)
     bounds = bound_sets(db_session, settings, (r[1] for r in rows))
     rules = live_rules(settings)
-    owner_of = OwnerOf(db_session, settings)
+    owner_of = OwnerOf(db_session, settings, owners)
     out = []
     for job_id, m, gpus, submitted, facts, labels, model_owner in rows:
         result = {
