@@ -7,6 +7,7 @@ from backend.alerts.views import router as alerts_router
 from backend.annotations.views import router as annotations_router
 from backend.auth.views import router as tokens_router
 from backend.compare.views import router as compare_router
+from backend.live.views import router as live_router
 from backend.metrics.views import router as fleet_router
 from backend.owners.views import router as owners_router
 from backend.planner.views import router as planner_router
@@ -27,6 +28,7 @@ api_router.include_router(advice_router)
 api_router.include_router(planner_router)
 api_router.include_router(tokens_router)
 api_router.include_router(annotations_router)
+api_router.include_router(live_router)
 
 # Routes whose paths a standard fixes, mounted at the root: OTLP/HTTP's POST /v1/traces.
 root_router = APIRouter()

@@ -12,6 +12,7 @@ from backend.auth.cli import token_app
 from backend.config import get_settings
 from backend.demo.command import demo
 from backend.fleet.cli import fleet_app
+from backend.live.cli import live_app
 from backend.owners.cli import owners_app
 from backend.results.cli import recompute
 
@@ -28,6 +29,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(fleet_app, name="fleet")
 app.add_typer(owners_app, name="owners")
+app.add_typer(live_app, name="live")
 app.command("recompute")(recompute)
 app.command("demo")(demo)
 

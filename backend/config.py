@@ -40,6 +40,21 @@ class Settings(BaseSettings):
     # Queued notices and due redeliveries are sent this often between evaluation passes.
     alert_delivery_interval_s: float = 5.0
     alerts_enabled: bool = True
+    # Live state (docs/ALERTS.md, "Live states"): the live pass pages hangs this often, under
+    # its own lease; crash loop = k failed attempts in a row that never pass the high-water
+    # cursor; restart storm = N attempts started within T seconds.
+    live_eval_interval_s: float = Field(default=10.0, gt=0)
+    live_crash_loop_attempts: int = Field(default=3, ge=1)
+    live_restart_storm_attempts: int = Field(default=5, ge=2)
+    live_restart_storm_window_s: float = Field(default=3600.0, gt=0)
+    # Learned bounds: max(floor, factor x percentile) of a key's most recent max_samples
+    # samples, once it has min_samples; refreshed from finished jobs this often.
+    bounds_percentile: float = Field(default=95.0, gt=0, le=100)
+    bounds_factor: float = Field(default=3.0, gt=0)
+    bounds_floor_s: float = Field(default=60.0, ge=0)
+    bounds_min_samples: int = Field(default=10, ge=1)
+    bounds_max_samples: int = Field(default=200, ge=1)
+    bounds_refresh_interval_s: float = Field(default=300.0, gt=0)
     # The longest a silence may last (REST and dashboard alike); ETT_SILENCE_MAX_DURATION_S.
     silence_max_duration_s: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400.0)
     log_level: str = "info"

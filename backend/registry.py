@@ -9,6 +9,7 @@ from backend.ett import models as ett_models  # noqa: F401
 from backend.events import models as events_models  # noqa: F401
 from backend.fleet import models as fleet_models  # noqa: F401
 from backend.jobs import models as jobs_models  # noqa: F401
+from backend.live import models as live_models  # noqa: F401
 from backend.owners import models as owners_models  # noqa: F401
 
 metadata = Base.metadata

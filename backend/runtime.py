@@ -31,11 +31,19 @@ WorkerFactory = Callable[[Settings, Database], PeriodicWorker | None]
 
 
 def worker_factories() -> list[WorkerFactory]:
-    """The periodic loops a worker runs: recompute, alert evaluation, alert delivery."""
+    """The periodic loops a worker runs: recompute, alert evaluation, the live pass, alert
+    delivery, bound learning."""
+    from backend.alerts.live import make_bounds_worker, make_live_evaluator
     from backend.alerts.scheduled import make_alert_evaluator, make_delivery_worker
     from backend.results.recompute import make_recompute_worker
 
-    return [make_recompute_worker, make_alert_evaluator, make_delivery_worker]
+    return [
+        make_recompute_worker,
+        make_alert_evaluator,
+        make_live_evaluator,
+        make_delivery_worker,
+        make_bounds_worker,
+    ]
 
 
 def build_settings() -> Settings:

@@ -25,8 +25,9 @@ from backend.db import Database
 from dashboard import gate
 from dashboard.context import DashboardContext, bind
 
-PAGES = ("fleet", "models", "job", "compare", "owners", "plan")
+PAGES = ("live", "fleet", "models", "job", "compare", "owners", "plan")
 NAV = (
+    ("live", "Live", "/live"),
     ("fleet", "Fleet", "/"),
     ("models", "Models", "/model"),
     ("job", "Jobs", "/job"),

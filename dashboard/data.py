@@ -26,6 +26,7 @@ from backend.db import describe_error
 from backend.ett.catalogue import COMPONENTS
 from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
+from backend.live import service as live_service
 from backend.metrics import core as metrics_core
 from backend.metrics import fleet as fleet_service
 from backend.owners import service as owners_service
@@ -762,3 +763,18 @@ def alerts_view(
             for x in alert_silences.list_silences(db_session=s, owner=owner)
         ]
     return {"slos": slos, "alerts": alerts, "silences": silences}
+
+
+def live_fleet(now: float | None = None) -> dict[str, Any]:
+    """What the fleet is doing now (GET /api/v1/live): GPUs by live state, the bad jobs first,
+    rolling ETT% of the fleet and each model (open jobs included)."""
+    import time
+
+    with read_session() as s:
+        return live_service.fleet_now(s, current().settings, time.time() if now is None else now)
+
+
+def model_bounds(model: str, samples: int = 0) -> list[dict[str, Any]]:
+    """The bounds in force for a model (GET /api/v1/live/bounds): value, source, samples."""
+    with read_session() as s:
+        return live_service.bounds_of(s, current().settings, model, samples=samples)

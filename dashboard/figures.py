@@ -19,6 +19,7 @@ from dashboard.palette import (
     COMPONENT_LABELS,
     FAILURE_COLORS,
     L1_COLORS,
+    LIVE_STATE_COLORS,
     OTHER_COLOR,
     WASTE_COLORS,
     component_color,
@@ -981,3 +982,28 @@ def slo_compliance(history: list[dict[str, object]], *, fmt: object) -> go.Figur
         height=140 + 22 * len(rows),
         margin={"l": 60, "r": 20, "t": 60, "b": 40},
     )
+
+
+def live_gpus(gpus_by_state: dict[str, int]) -> go.Figure:
+    """GPUs of the open jobs by live state right now: one horizontal bar per state."""
+    states = [k for k in LIVE_STATE_COLORS if k in gpus_by_state]
+    states += [k for k in gpus_by_state if k not in states]
+    values = [gpus_by_state[k] for k in states]
+    fig = go.Figure(
+        go.Bar(
+            x=values,
+            y=[k.replace("_", " ") for k in states],
+            orientation="h",
+            marker_color=[LIVE_STATE_COLORS.get(k, OTHER_COLOR) for k in states],
+            text=[f"{v:,}" for v in values],
+            textposition="outside",
+            textangle=0,
+            cliponaxis=False,
+            hovertemplate="%{y}: %{x:,} GPUs<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="GPUs", rangemode="tozero")
+    fig = _layout(fig, "GPUs by live state, now", height=320, showlegend=False)
+    fig.layout.margin = {"l": 110, "r": 40, "t": 50, "b": 50}
+    return fig

@@ -80,3 +80,18 @@ def owner_colors(owners: list[str]) -> dict[str, str]:
     colors = {name: OWNER_CYCLE[i % len(OWNER_CYCLE)] for i, name in enumerate(names)}
     colors["other"] = OTHER_COLOR
     return colors
+
+
+# Live states (the Live page): green for training, the component hues for start-up and
+# checkpointing, red for every bad state (the only thing red means).
+LIVE_STATE_COLORS: dict[str, str] = {
+    "training": "#2ca02c",
+    "checkpointing": "#e6c27a",
+    "starting": "#1f77b4",
+    "queued": "#8c8c8c",
+    "hung": "#d62728",
+    "crash_looping": "#b22222",
+    "restart_storm": "#e9573f",
+    "silent": "#7f1d1d",
+    "unknown": "#c7c7c7",
+}

@@ -17,14 +17,25 @@ alerts_app = typer.Typer(help="Per-owner SLOs and alerts.", no_args_is_help=True
 def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass as JSON.")] = False,
 ) -> None:
-    """Run one evaluation pass: measure every SLO, move alert states, send queued notices."""
-    from backend.alerts import cycle
+    """Run one evaluation pass: measure every SLO (the live ones too), move alert states, send
+    queued notices."""
+    from backend.alerts import cycle, live
     from backend.db import Database
 
     settings = get_settings()
     db = Database(settings.database_url)
     try:
         report = cycle.evaluate_once(db=db, settings=settings, release=True)
+        if report.evaluated:
+            fast = live.evaluate_live_once(db=db, settings=settings, release=True)
+            report.evaluated = fast.evaluated
+            report.slos += fast.slos
+            report.instances += fast.instances
+            report.transitions += fast.transitions
+            report.queued += fast.queued
+            report.delivered += fast.delivered
+            report.failed += fast.failed
+            report.errors += fast.errors
     finally:
         db.dispose()
     if as_json:

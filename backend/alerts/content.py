@@ -19,6 +19,10 @@ INDICATOR_WORDS = {
     "failures_per_job": "failures per job",
     "ett_floor": "ETT%",
     "no_progress_s": "time without progress while alive",
+    "live_hung": "hung beyond its bound",
+    "live_crash_loop": "crash looping",
+    "live_restart_storm": "restart storm",
+    "live_silent": "silent",
 }
 
 
@@ -32,30 +36,43 @@ class Evaluation:
     # Who drives the number: [{"model": ..., "value": ...}], [{"job_id": ..., "model": ..., "value": ...}]
     models: list[dict[str, Any]] = field(default_factory=list)
     job_drivers: list[dict[str, Any]] = field(default_factory=list)
+    # A live indicator's instance is one job (`key`), owned by the team of what hangs, with the
+    # bound, overrun and GPU-hours in `extra` (backend/alerts/live.py).
+    key: str | None = None
+    owner: str | None = None
+    component: str | None = None
+    phase: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def alert_labels(slo: SloSpec, model: str | None) -> dict[str, str]:
+def alert_labels(
+    slo: SloSpec, model: str | None, evaluation: Evaluation | None = None
+) -> dict[str, str]:
     """The identifying labels of one alert instance (what the fingerprint hashes)."""
+    ev = evaluation
     labels = {
         "alertname": slo.name,
-        "owner": slo.owner,
-        "component": slo.component,
+        "owner": (ev.owner if ev is not None and ev.owner else None) or slo.owner,
+        "component": (ev.component if ev is not None and ev.component else None) or slo.component,
         "indicator": slo.indicator,
         "severity": slo.severity,
     }
-    if slo.phase:
-        labels["phase"] = slo.phase
+    phase = ev.phase if ev is not None and ev.phase else slo.phase
+    if phase:
+        labels["phase"] = phase
     if model:
         labels["model"] = model
     elif slo.model:
         labels["model"] = slo.model
+    if ev is not None and ev.key:
+        labels["job_id"] = ev.key
     return labels
 
 
-def fingerprint(slo_name: str, owner: str, model: str | None) -> str:
-    """A stable id for one alert instance: the same SLO, owner and model always hash alike."""
-    key = "\x1f".join((slo_name, owner, model or ""))
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+def fingerprint(slo_name: str, owner: str, model: str | None, key: str | None = None) -> str:
+    """A stable id for one alert instance: the same SLO, owner, model (and job) hash alike."""
+    parts = (slo_name, owner, model or "") if key is None else (slo_name, owner, model or "", key)
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
 def format_value(slo: SloSpec, value: float | None) -> str:
@@ -120,6 +137,122 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).date().isoformat()
 
 
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds >= 7200:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+BOUND_SOURCES = {
+    "model": "learned from {n} samples of the model's own finished jobs",
+    "fleet": "the fleet's bound ({n} samples of every model's finished jobs)",
+    "override": "set in the SLO file",
+    "default": "the shipped default (too little history to learn one)",
+    "heartbeat_timeout": "the heartbeat timeout",
+}
+
+
+def _what(slo: SloSpec, ev: Evaluation) -> str:
+    x = ev.extra
+    if slo.indicator == "live_hung":
+        where = "the training loop" if ev.phase == "loop" else (ev.phase or "a phase")
+        return f"hung in {inline(where)}"
+    if slo.indicator == "live_crash_loop":
+        n = (x.get("detail") or {}).get("attempts_without_progress")
+        return f"crash looping ({n} attempts in a row without getting past the data cursor)"
+    if slo.indicator == "live_restart_storm":
+        d = x.get("detail") or {}
+        return f"in a restart storm ({d.get('attempts')} attempts in {_minutes(d.get('window_s'))})"
+    return "silent (no event, not even a heartbeat)"
+
+
+def build_live_message(
+    slo: SloSpec,
+    evaluation: Evaluation,
+    *,
+    status: Literal["firing", "resolved"],
+    ended_at: float | None,
+    public_url: str,
+) -> AlertMessage:
+    """Render one notice of a live indicator: one job, what it is stuck in, for how long."""
+    ev = evaluation
+    x = ev.extra
+    job, model = ev.key or "", ev.model
+    labels = alert_labels(slo, model, ev)
+    owner = labels["owner"]
+    since = float(x.get("since") or 0.0)
+    what = _what(slo, ev)
+    scope = f"job {inline(job)}" + (f" (model {inline(model)})" if model else "")
+    bound_s = x.get("bound_s")
+    overrun = _minutes(ev.value)
+    burned = float(x.get("lost_gpu_h") or 0.0)
+    if status == "firing":
+        title = f"{owner}: {scope} is {what}"
+        if slo.indicator == "live_hung":
+            title += f" for {overrun} past its bound of {_minutes(bound_s)}"
+        title += f"; {burned:,.2f} GPU-hours burned"
+    else:
+        title = f"{owner}: {scope} is no longer {what.split(' (')[0]} (it moved on or ended)"
+    source = BOUND_SOURCES.get(x.get("bound_source") or "", "")
+    lines = [
+        f"Job {inline(job)}"
+        + (f", model {inline(model)}" if model else "")
+        + f", {x.get('gpus')} GPUs, attempt {x.get('attempt')}."
+    ]
+    if ev.phase:
+        lines.append(f"Phase: {inline(ev.phase)} (component {inline(ev.component or '')}).")
+    if bound_s is not None:
+        lines.append(
+            f"Bound: {_minutes(bound_s)}, {source.format(n=x.get('bound_samples'))}."
+            if source
+            else f"Bound: {_minutes(bound_s)}."
+        )
+    if status == "firing":
+        lines.append(f"Overrun: {overrun} past the bound, crossed at {rfc3339(since)}.")
+    else:
+        lines.append(f"Bad from {rfc3339(since)} to {rfc3339(ended_at or since)}.")
+    lines.append(
+        f"GPU-hours burned: {burned:,.2f} since the last effective instant, "
+        f"{float(x.get('lost_gpu_h_per_h') or 0.0):,.1f} more per hour."
+    )
+    if slo.runbook_url:
+        lines.append(f"Runbook: {inline(slo.runbook_url)}")
+    link = f"{public_url.rstrip('/')}/job?{urlencode({'job_id': job})}"
+    lines.append(f"Job page: {link}")
+    annotations = {
+        "summary": title,
+        "description": "\n".join(lines),
+        "value": overrun,
+        "objective": f"bound {_minutes(bound_s)}" if bound_s is not None else "",
+        "window": format_duration(slo.window_s),
+        "since": rfc3339(since) or "",
+        "dashboard": link,
+        "job": inline(job),
+        "bound": _minutes(bound_s) if bound_s is not None else "",
+        "overrun": overrun,
+        "gpu_hours_burned": f"{burned:.2f}",
+    }
+    if model:
+        annotations["models"] = inline(model)
+    if ev.phase:
+        annotations["phase"] = inline(ev.phase)
+    if slo.runbook_url:
+        annotations["runbook_url"] = slo.runbook_url
+    return AlertMessage(
+        fingerprint=fingerprint(slo.name, owner, model, ev.key),
+        status=status,
+        labels=labels,
+        annotations=annotations,
+        starts_at=since,
+        ends_at=ended_at if status == "resolved" else None,
+        generator_url=link,
+        title=title,
+        text="\n".join(lines[:-1]),
+    )
+
+
 def build_message(
     slo: SloSpec,
     evaluation: Evaluation,
@@ -130,6 +263,10 @@ def build_message(
     public_url: str,
 ) -> AlertMessage:
     """Render one notice for one alert instance."""
+    if slo.is_live:
+        return build_live_message(
+            slo, evaluation, status=status, ended_at=ended_at, public_url=public_url
+        )
     model = evaluation.model
     labels = alert_labels(slo, model)
     # Names come from ingest (any token) and go into lines of text: one line each, no tricks.

@@ -23,7 +23,7 @@ from backend.alerts.content import Evaluation, alert_labels, build_message, fing
 from backend.alerts.delivery import AlertMessage
 from backend.alerts.models import AlertState, Notification, Silence
 from backend.alerts.silences import list_silences, silenced_by
-from backend.alerts.slos import SloSpec
+from backend.alerts.slos import LIVE_INDICATORS, SloSpec
 from backend.alerts.store import get_slo, list_slos
 from backend.config import Settings
 from backend.db import insert_for
@@ -83,6 +83,15 @@ def _queue(
 
 def _details(ev: Evaluation, slo: SloSpec | None) -> dict[str, Any]:
     doc: dict[str, Any] = {"jobs": ev.jobs, "models": ev.models, "job_drivers": ev.job_drivers}
+    if ev.key is not None:
+        # A live instance: what the notices name (kept for its resolved notice).
+        doc["instance"] = {
+            "key": ev.key,
+            "owner": ev.owner,
+            "component": ev.component,
+            "phase": ev.phase,
+            "extra": ev.extra,
+        }
     if slo is not None:
         # Kept so a resolved notice can still be written after the SLO is deleted.
         doc["spec"] = slo.to_doc()
@@ -92,12 +101,18 @@ def _details(ev: Evaluation, slo: SloSpec | None) -> dict[str, Any]:
 def evaluation_of(state: AlertState) -> Evaluation:
     """The last evaluation an alert state recorded (value, jobs, models, drivers)."""
     d = state.details or {}
+    inst = d.get("instance") or {}
     return Evaluation(
         value=state.value,
         jobs=int(d.get("jobs", 0)),
         model=state.model,
         models=list(d.get("models", [])),
         job_drivers=list(d.get("job_drivers", [])),
+        key=inst.get("key"),
+        owner=inst.get("owner"),
+        component=inst.get("component"),
+        phase=inst.get("phase"),
+        extra=dict(inst.get("extra") or {}),
     )
 
 
@@ -127,7 +142,14 @@ def _step(
         objective=slo.objective if slo is not None else state.objective,
         version=seen_version + 1,
     )
-    if slo is not None:
+    if slo is not None and slo.is_live:
+        # A live instance keeps its job, owner and phase; the SLO's severity may change.
+        new["labels"] = (
+            alert_labels(slo, state.model, ev) if ev is not None else dict(state.labels or {})
+        )
+        new["labels"]["severity"] = slo.severity
+        new["severity"] = slo.severity
+    elif slo is not None:
         # An edited SLO (severity, phase) shows in the labels from its next pass on.
         new["labels"] = alert_labels(slo, state.model if slo.per_model else None)
         new["severity"] = slo.severity
@@ -211,7 +233,8 @@ def _spec_of_state(db_session: Session, state: AlertState) -> SloSpec | None:
 
 
 def _ensure_state(db_session: Session, slo: SloSpec, ev: Evaluation, now: float) -> AlertState:
-    fp = fingerprint(slo.name, slo.owner, ev.model)
+    owner = ev.owner or slo.owner
+    fp = fingerprint(slo.name, owner, ev.model, ev.key)
     state = db_session.get(AlertState, fp)
     if state is not None:
         return state
@@ -220,11 +243,11 @@ def _ensure_state(db_session: Session, slo: SloSpec, ev: Evaluation, now: float)
         .values(
             fingerprint=fp,
             slo_name=slo.name,
-            owner=slo.owner,
-            component=slo.component,
+            owner=owner,
+            component=ev.component or slo.component,
             model=ev.model or slo.model,
             severity=slo.severity,
-            labels=alert_labels(slo, ev.model),
+            labels=alert_labels(slo, ev.model, ev if ev.key is not None else None),
             state="inactive",
             value=ev.value,
             objective=slo.objective,
@@ -243,20 +266,29 @@ def _ensure_state(db_session: Session, slo: SloSpec, ev: Evaluation, now: float)
     return state
 
 
-def evaluate_slos(
-    *, db_session: Session, settings: Settings, now: float, report: EvaluationReport
+def is_live_state(state: AlertState) -> bool:
+    """Whether an alert instance belongs to a live indicator (the live pass owns it)."""
+    return (state.labels or {}).get("indicator") in LIVE_INDICATORS
+
+
+def advance(
+    db_session: Session,
+    settings: Settings,
+    specs: Sequence[SloSpec],
+    measured: Any,
+    now: float,
+    report: EvaluationReport,
+    *,
+    live: bool,
 ) -> None:
-    """Measure every enabled SLO and advance its alert instances (the caller holds the lease)."""
-    specs = {s.name: s for s in list_slos(db_session=db_session) if s.enabled}
+    """Measure each SLO (`measured(slo)` -> evaluations) and step its instances; instances of
+    this pass's kind (live or not) that measured nothing resolve."""
     silences = list_silences(db_session=db_session, active_at=now)
     seen: set[str] = set()
-    report.slos = len(specs)
-    cache: dict[Any, Any] = {}
-    for slo in specs.values():
+    by_name = {s.name: s for s in specs}
+    for slo in specs:
         try:
-            evaluations = [
-                e for e in indicators.measure(db_session, slo, now, cache) if e.value is not None
-            ]
+            evaluations = [e for e in measured(slo) if e.value is not None]
         except Exception as exc:  # one broken SLO must not stop the others
             db_session.rollback()
             log.exception("could not measure SLO %s", slo.name)
@@ -267,17 +299,17 @@ def evaluate_slos(
             seen.add(state.fingerprint)
             _step(db_session, slo, state, ev, now, silences, settings.public_url, report)
             report.instances += 1
-    alerts_history.record_day_ends(db_session=db_session, specs=list(specs.values()), now=now)
-    # Instances that no longer measure anything (SLO gone, disabled, model without data) resolve.
+    # Instances that no longer measure anything (SLO gone, disabled, model without data, a job
+    # that moved on or ended) resolve.
     stale = db_session.scalars(
         select(AlertState).where(AlertState.state.in_(("pending", "firing")))
     ).all()
     for state in stale:
-        if state.fingerprint in seen:
+        if state.fingerprint in seen or is_live_state(state) != live:
             continue
         _step(
             db_session,
-            specs.get(state.slo_name),
+            by_name.get(state.slo_name),
             state,
             None,
             now,
@@ -285,3 +317,23 @@ def evaluate_slos(
             settings.public_url,
             report,
         )
+
+
+def evaluate_slos(
+    *, db_session: Session, settings: Settings, now: float, report: EvaluationReport
+) -> None:
+    """Measure every enabled SLO but the live ones and advance its alert instances (the caller
+    holds the lease); the live indicators are the live pass's (backend/alerts/live.py)."""
+    specs = [s for s in list_slos(db_session=db_session) if s.enabled and not s.is_live]
+    report.slos = len(specs)
+    cache: dict[Any, Any] = {}
+    advance(
+        db_session,
+        settings,
+        specs,
+        lambda slo: indicators.measure(db_session, slo, now, cache),
+        now,
+        report,
+        live=False,
+    )
+    alerts_history.record_day_ends(db_session=db_session, specs=specs, now=now)

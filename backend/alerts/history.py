@@ -44,8 +44,11 @@ def worst(spec: SloSpec, evaluations: Iterable[Any]) -> float | None:
 
 
 def backfill(*, db_session: Session, instants: Iterable[float]) -> int:
-    """Measure every enabled SLO at each instant and store the points; answers how many."""
-    specs = [s for s in store.list_slos(db_session=db_session) if s.enabled]
+    """Measure every enabled SLO at each instant and store the points; answers how many.
+
+    The live indicators have no past to measure (a live state is of "now"): they are skipped.
+    """
+    specs = [s for s in store.list_slos(db_session=db_session) if s.enabled and not s.is_live]
     n = 0
     for at in instants:
         cache: dict[Any, Any] = {}

@@ -17,12 +17,13 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.alerts.content import Evaluation
-from backend.alerts.slos import SloSpec
+from backend.alerts.slos import LIVE_INDICATORS, VOLUME_INDICATORS, SloSpec
 from backend.ett.models import JobInterval, JobResult
 from backend.ett.partition import EFFECTIVE
 from backend.fleet.models import FleetFailure
 from backend.jobs.models import Attempt, Job
 from backend.metrics import window
+from backend.metrics.core import gpu_h
 
 TOP_N = 5
 
@@ -38,14 +39,67 @@ def measure(
     t0, t1 = now - slo.window_s, now
     cache = {} if cache is None else cache
     if slo.indicator in ("gpu_time_share", "ett_floor"):
-        return _share(db_session, slo, t0, t1, cache)
-    if slo.indicator == "duration_percentile":
-        return _duration_percentile(db_session, slo, t0, t1)
-    if slo.indicator == "failures_per_job":
-        return _failures_per_job(db_session, slo, t0, t1)
-    if slo.indicator == "no_progress_s":
+        out = _share(db_session, slo, t0, t1, cache)
+    elif slo.indicator == "duration_percentile":
+        out = _duration_percentile(db_session, slo, t0, t1)
+    elif slo.indicator == "failures_per_job":
+        out = _failures_per_job(db_session, slo, t0, t1)
+    elif slo.indicator == "no_progress_s":
         return _no_progress(db_session, slo, t0, t1)
-    raise ValueError(f"unknown indicator {slo.indicator!r}")
+    elif slo.indicator in LIVE_INDICATORS:
+        raise ValueError(f"{slo.indicator} is measured by the live pass (backend/alerts/live.py)")
+    else:
+        raise ValueError(f"unknown indicator {slo.indicator!r}")
+    return volume_guarded(db_session, slo, t0, t1, cache, out)
+
+
+# ---- volume guards -------------------------------------------------------------------------------
+
+
+def _totals(
+    db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
+) -> tuple[window.Totals, dict[str | None, int]]:
+    """The window's GPU-seconds per (model, component, phase) and jobs per model, in scope."""
+    exact = slo.model if slo.model and not _is_glob(slo.model) else None
+    labels = dict(slo.labels) if slo.labels else None
+    key = ("totals", t0, t1, slo.model, tuple(sorted((labels or {}).items())))
+    if key not in cache:
+        cache[key] = window.window_totals(
+            db_session=db_session,
+            start=t0,
+            end=t1,
+            model=exact,
+            labels=labels,
+            model_ok=lambda m: _model_ok(slo, m),
+        )
+    return cache[key]
+
+
+def volume_guarded(
+    db_session: Session,
+    slo: SloSpec,
+    t0: float,
+    t1: float,
+    cache: dict[Any, Any],
+    evaluations: list[Evaluation],
+) -> list[Evaluation]:
+    """The evaluations whose scope (the model, or all the SLO's jobs) had at least `min_jobs`
+    jobs and `min_gpu_hours` GPU-hours in the window; the others measure nothing."""
+    if slo.indicator not in VOLUME_INDICATORS or (slo.min_jobs <= 0 and slo.min_gpu_hours <= 0):
+        return evaluations
+    totals, jobs = _totals(db_session, slo, t0, t1, cache)
+    gpu_s: dict[str | None, float] = defaultdict(float)
+    for m, _component, _phase, seconds in totals:
+        gpu_s[m] += seconds
+    kept = []
+    for ev in evaluations:
+        if slo.per_model:
+            n, g = jobs.get(ev.model, 0), gpu_s.get(ev.model, 0.0)
+        else:
+            n, g = sum(jobs.values()), sum(gpu_s.values())
+        if n >= slo.min_jobs and gpu_h(g) >= slo.min_gpu_hours:
+            kept.append(ev)
+    return kept
 
 
 # ---- scope -------------------------------------------------------------------------------------
@@ -119,10 +173,7 @@ def _share(
     exact = slo.model if slo.model and not _is_glob(slo.model) else None
     labels = dict(slo.labels) if slo.labels else None
     scope = {"model": exact, "labels": labels, "model_ok": lambda m: _model_ok(slo, m)}
-    key = ("totals", t0, t1, slo.model, tuple(sorted((labels or {}).items())))
-    if key not in cache:
-        cache[key] = window.window_totals(db_session=db_session, start=t0, end=t1, **scope)
-    totals, jobs = cache[key]
+    totals, jobs = _totals(db_session, slo, t0, t1, cache)
 
     def is_hit(component: str, phase: str | None) -> bool:
         if floor:

@@ -9,14 +9,37 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.ett import catalogue
+from backend.live.overrides import BoundOverride
 from backend.text import clean_tree
 from backend.timefmt import parse_duration
 
 DEFAULT_SLOS_FILE = Path(__file__).with_name("default_slos.yaml")
 
 Indicator = Literal[
-    "gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor", "no_progress_s"
+    "gpu_time_share",
+    "duration_percentile",
+    "failures_per_job",
+    "ett_floor",
+    "no_progress_s",
+    "live_hung",
+    "live_crash_loop",
+    "live_restart_storm",
+    "live_silent",
 ]
+# Indicators over the live states of open jobs (backend/live): one alert per job, evaluated by
+# the fast live pass (backend/alerts/live.py), not the periodic evaluator.
+LIVE_INDICATORS: dict[str, str] = {
+    "live_hung": "hung",
+    "live_crash_loop": "crash_looping",
+    "live_restart_storm": "restart_storm",
+    "live_silent": "silent",
+}
+# Fleet and model indicators: guarded by a minimum volume of jobs and GPU-hours in the window.
+VOLUME_INDICATORS = frozenset(
+    {"gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"}
+)
+# The live detectors' own component, for the labels of their alerts when the SLO names none.
+ANY_COMPONENT = "any"
 Severity = Literal["info", "warning", "critical"]
 FAILURE_KINDS = ("any", *catalogue.FAILURE_KINDS)
 
@@ -44,6 +67,10 @@ class SloSpec(BaseModel):
     runbook_url: str | None = None
     description: str | None = None
     enabled: bool = True
+    # Volume guards (fleet and model indicators): below either, the indicator measures nothing,
+    # so a one-second smoke job never pages a team.
+    min_jobs: int = Field(default=3, ge=0)
+    min_gpu_hours: float = Field(default=10.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -77,9 +104,23 @@ class SloSpec(BaseModel):
                 raise ValueError("an ETT% floor is a percentage between 0 and 100")
         if self.indicator == "no_progress_s" and self.objective <= 0:
             raise ValueError("no_progress_s is a duration in seconds above 0")
+        if self.is_live:
+            if self.objective < 0:
+                raise ValueError(
+                    f"{self.indicator}: the objective is a grace in seconds past the bound, >= 0"
+                )
+            if self.per_model:
+                raise ValueError(f"{self.indicator} alerts are per job; per_model does not apply")
+        elif self.component == ANY_COMPONENT:
+            raise ValueError("component 'any' is only for the live_* indicators")
         if self.indicator == "gpu_time_share" and not 0 <= self.objective <= 100:
             raise ValueError("a share of wall GPU-time is a percentage between 0 and 100")
         return self
+
+    @property
+    def is_live(self) -> bool:
+        """True for the live_* indicators (one alert per open job in a bad state)."""
+        return self.indicator in LIVE_INDICATORS
 
     @property
     def is_floor(self) -> bool:
@@ -120,12 +161,14 @@ class ChannelSpec(BaseModel):
 
 
 class SloFile(BaseModel):
-    """The whole file: SLOs plus, per owner, where to send notices."""
+    """The whole file: SLOs plus, per owner, where to send notices, and bound overrides."""
 
     model_config = ConfigDict(extra="forbid")
 
     slos: list[SloSpec] = Field(default_factory=list)
     channels: dict[str, list[ChannelSpec]] = Field(default_factory=dict)
+    # Learned bounds overridden by hand (docs/ALERTS.md, "Learned bounds").
+    bounds: list[BoundOverride] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_names(self) -> SloFile:

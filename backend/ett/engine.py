@@ -14,6 +14,7 @@ from typing import Any
 
 from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
 from backend.ett.level1 import Level1, level1
+from backend.ett.livefacts import live_facts
 from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition
 from backend.ett.timeline import AttemptInfo, build_timeline
 
@@ -85,6 +86,9 @@ class JobETT:
     spans: list[tuple[int, str, float, float]] = field(default_factory=list)
     # Distinct raw events the answer was computed from.
     events: int = 0
+    # What the live state of an open job is derived from (backend.ett.livefacts): attempts,
+    # open spans, the last cursor advance, the current piece. Stored with the result.
+    live: dict[str, Any] = field(default_factory=dict)
 
     @property
     def effective_s(self) -> float:
@@ -110,8 +114,9 @@ class JobETT:
     ) -> dict[str, Any]:
         """The REST shape of issue 3 item 4; times go through `time_format` (default: epoch floats).
 
-        `with_spans` adds the phase spans as [attempt, phase, start, end] in epoch seconds, for
-        the stored result (the advice reads them), not for REST.
+        `with_spans` adds the phase spans as [attempt, phase, start, end] and the live facts
+        (`live`), in epoch seconds, for the stored result (the advice and the live state read
+        them), not for REST.
         """
         fmt = time_format or (lambda t: t)
         l1 = self.l1.to_dict()
@@ -163,6 +168,7 @@ class JobETT:
             ]
         if with_spans:
             out["spans"] = [list(sp) for sp in self.spans]
+            out["live"] = self.live
         return out
 
 
@@ -223,6 +229,7 @@ def compute_job(
         part = partition(tl, custom_phases)
         components, wasted = _sums(part.pieces)
         l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
+        live = live_facts(tl, part.pieces)
     return JobETT(
         job_id=tl.job_id,
         model=tl.model,
@@ -249,6 +256,7 @@ def compute_job(
         ),
         spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
         events=tl.events,
+        live=live,
     )
 
 

@@ -10,6 +10,9 @@ from backend.ett.catalogue import FAILURE_KINDS
 from backend.ett.partition import EFFECTIVE, Piece, subtract
 from backend.ett.timeline import Failure
 
+# The Level-2 component whose time after the last effective instant is final shutdown.
+SHUTDOWN = "shutdown"
+
 
 @dataclass(slots=True)
 class FailureL1:
@@ -145,12 +148,25 @@ def level1(pieces: list[Piece], failures: list[Failure], start: float, end: floa
 
     last_eff = eff[-1][1] if eff else start
     lost = [p for p in pieces if p[3] != EFFECTIVE]
-    for s, e, *_ in subtract(lost, windows):
-        if e <= last_eff:
-            result.in_loop_waste_s += e - s
-        elif s >= last_eff:
-            result.final_shutdown_s += e - s
-        else:
-            result.in_loop_waste_s += last_eff - s
-            result.final_shutdown_s += e - last_eff
+    for piece in subtract(lost, windows):
+        waste, shutdown = split_final_shutdown(piece, last_eff)
+        result.in_loop_waste_s += waste
+        result.final_shutdown_s += shutdown
     return result
+
+
+def split_final_shutdown(piece: Piece, last_effective: float) -> tuple[float, float]:
+    """(in-loop waste, final shutdown) seconds of a lost piece outside the TTS and TTR windows.
+
+    Revision 2.1: only what the partition gives to the shutdown component (`shutdown`,
+    `publish`, the implicit shutdown after the last attempt) after the last effective instant
+    is final shutdown. A hang is never shutdown: a stall, an open phase or uncovered time after
+    the last effective instant, before the job's last failure or end, is in-loop waste, and so
+    is an open job's hang while it lasts (provisional).
+    """
+    s, e, _attempt, component, _phase = piece
+    if component != SHUTDOWN or e <= last_effective:
+        return e - s, 0.0
+    if s >= last_effective:
+        return 0.0, e - s
+    return last_effective - s, e - last_effective

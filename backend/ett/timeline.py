@@ -122,6 +122,9 @@ class Span:
     phase: str
     event_id: str
     span_id: str | None = None
+    # A phase_started no phase closed: it ends at its attempt's stop, or is still open "now"
+    # while the attempt is live (read by the live state, backend/ett/livefacts.py).
+    unmatched: bool = False
 
 
 @dataclass(slots=True)
@@ -742,6 +745,7 @@ def close_open_spans(
         info = attempts[sp.attempt]
         if not info.live:
             warnings.add("phase_never_ended", sp.event_id)
+        sp.unmatched = True
         sp.end = max(info.end, sp.start)
         spans.append(sp)
     return spans

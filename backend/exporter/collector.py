@@ -4,6 +4,8 @@ Families (docs/PROMETHEUS.md lists each with its labels):
 - the ledger of finished jobs: `ett_gpu_seconds_total`, `ett_job_failures_total`,
   `ett_finished_jobs_total` and the correction counters `..._corrections_total{sign}`;
 - what is live: running jobs and their GPUs by current component, open alerts, lags, the queue;
+- the live states at the scrape's instant (backend/live): jobs and GPUs by state, the bad ones
+  by model, team and owner, and rolling ETT% over 1h, 6h and 24h (open jobs included);
 - joins for PromQL: `ett_phase_owner_info` (the owner mapping in force) and
   `ett_model_ett_objective_ratio` (the ETT% SLO objective that applies to each model).
 
@@ -35,7 +37,10 @@ from backend.ett.models import JobInterval, JobResult
 from backend.events.models import RawEvent
 from backend.fleet.models import FAILURES, GPU_SECONDS, LedgerEntry
 from backend.jobs.models import Job, Model
+from backend.live import service as live_service
+from backend.live.state import STATES
 from backend.metrics.core import gpus_of
+from backend.metrics.window import rolling_ett
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
 
@@ -149,6 +154,7 @@ class DatabaseCollector(Collector):
         yield from self._ledger(s, models, phases, label_sets, resolver)
         yield from self._objectives(s, model_rows, models)
         yield from self._running(s, models, phases)
+        yield from self._live(s, models, now)
         yield from self._alerts(s)
         yield from self._lags(s, now)
         kept = GaugeMetricFamily(
@@ -341,6 +347,80 @@ class DatabaseCollector(Collector):
             gpus_fam.add_metric(list(key), g)
         yield jobs
         yield gpus_fam
+
+    def _live(self, s: Session, models: ModelFolder, now: float) -> Iterator[Metric]:
+        """The live states at this scrape's instant: a bound crossed since the last stored
+        result is seen now, so an alert on them can fire within two scrape intervals of it."""
+        jobs = live_service.live_jobs(s, self.settings, now)
+        by_state = GaugeMetricFamily(
+            "ett_live_jobs",
+            "Open jobs by live state (queued, starting, training, checkpointing, hung, "
+            "crash_looping, restart_storm, silent).",
+            labels=["state"],
+        )
+        gpus = GaugeMetricFamily(
+            "ett_live_gpus", "GPUs of the open jobs by live state.", labels=["state"]
+        )
+        counts = {k: [0.0, 0.0] for k in STATES}
+        for j in jobs:
+            acc = counts.setdefault(j.state.kind, [0.0, 0.0])
+            acc[0] += 1
+            acc[1] += gpus_of(j.state.gpus)
+        for state, (n, g) in counts.items():
+            by_state.add_metric([state], n)
+            gpus.add_metric([state], g)
+        bad_jobs = GaugeMetricFamily(
+            "ett_live_bad_jobs",
+            "Open jobs in a bad live state (hung, crash_looping, restart_storm, silent) by "
+            "model, team and the owner the state pages.",
+            labels=["model", "team", "owner", "state"],
+        )
+        bad_gpus = GaugeMetricFamily(
+            "ett_live_bad_gpus",
+            "GPUs of the open jobs in a bad live state, by model, team, owner and state.",
+            labels=["model", "team", "owner", "state"],
+        )
+        bad: dict[tuple[str, str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for j in jobs:
+            if j.state.bad:
+                key = (models(j.state.model or ""), _team(j.team), j.owner or UNKNOWN, j.state.kind)
+                bad[key][0] += 1
+                bad[key][1] += gpus_of(j.state.gpus)
+        for key, (n, g) in sorted(bad.items()):
+            bad_jobs.add_metric(list(key), n)
+            bad_gpus.add_metric(list(key), g)
+        yield from (by_state, gpus, bad_jobs, bad_gpus)
+        rolling = rolling_ett(db_session=s, now=now, windows=live_service.ROLLING_WINDOWS_S)
+        teams = dict(s.execute(select(Model.name, Model.owner)).all())
+        folded: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for model, per in rolling.items():
+            if model is None:
+                continue
+            for w, r in per.items():
+                acc = folded[
+                    (models(model), _team(teams.get(model)), live_service.ROLLING_NAMES[w])
+                ]
+                acc[0] += r.wall_gpu_h
+                acc[1] += r.effective_gpu_h
+        ratio = GaugeMetricFamily(
+            "ett_live_ett_ratio",
+            "Each model's GPU-weighted ETT% (as a ratio) over the trailing 1h, 6h and 24h, open "
+            "jobs' provisional time included (absent without GPU-time).",
+            labels=["model", "team", "window"],
+        )
+        for key, (wall, eff) in sorted(folded.items()):
+            if wall > 0:
+                ratio.add_metric(list(key), eff / wall)
+        fleet = GaugeMetricFamily(
+            "ett_live_fleet_ett_ratio",
+            "The fleet's GPU-weighted ETT% (as a ratio) over the trailing 1h, 6h and 24h, open "
+            "jobs' provisional time included.",
+            labels=["window"],
+        )
+        for w, r in rolling[None].items():
+            if r.wall_gpu_h > 0:
+                fleet.add_metric([live_service.ROLLING_NAMES[w]], r.effective_gpu_h / r.wall_gpu_h)
+        yield from (ratio, fleet)
 
     def _alerts(self, s: Session) -> Iterator[Metric]:
         fam = GaugeMetricFamily(

@@ -8,16 +8,17 @@ One implementation serves every scope: a model name, and label filters, are SQL 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from backend.ett.models import JobInterval, JobResult
+from backend.ett.partition import EFFECTIVE
 from backend.jobs.models import Job
-from backend.metrics.core import pct
+from backend.metrics.core import gpu_h, pct
 from backend.metrics.reads import clipped_gpu_s, label_clauses
 
 TOP_N = 5
@@ -178,4 +179,58 @@ def shares(
                 models=models,
             )
         )
+    return out
+
+
+@dataclass
+class Rolling:
+    """GPU-time over one trailing window: wall and effective GPU-hours and their ETT%."""
+
+    window_s: float
+    wall_gpu_h: float
+    effective_gpu_h: float
+
+    @property
+    def ett_pct(self) -> float | None:
+        """Effective / wall GPU-time x 100 (None without GPU-time)."""
+        return pct(self.effective_gpu_h, self.wall_gpu_h)
+
+
+def rolling_ett(
+    *, db_session: Session, now: float, windows: Sequence[float]
+) -> dict[str | None, dict[float, Rolling]]:
+    """The fleet's (key None) and each model's GPU-weighted ETT% over each [now - w, now].
+
+    Open jobs count with their provisional time (the intervals their stored result holds, up
+    to when it was computed), so this is what the fleet is doing now, not what finished. One
+    read for every window: each interval's GPU-seconds clipped to each window.
+    """
+    windows = sorted(set(windows))
+    longest = windows[-1]
+    cols = []
+    for w in windows:
+        t0 = now - w
+        inside = and_(JobInterval.end > t0, JobInterval.start < now)
+        gpu_s = case((inside, clipped_gpu_s(t0, now)), else_=0.0)
+        cols.append(func.sum(gpu_s))
+        cols.append(func.sum(case((JobInterval.component == EFFECTIVE, gpu_s), else_=0.0)))
+    stmt = (
+        select(JobResult.model, *cols)
+        .select_from(JobInterval)
+        .join(JobResult, JobResult.job_id == JobInterval.job_id)
+        .where(JobInterval.end > now - longest, JobInterval.start < now)
+        .group_by(JobResult.model)
+    )
+    out: dict[str | None, dict[float, Rolling]] = {}
+    fleet = {w: [0.0, 0.0] for w in windows}
+    for model, *sums in db_session.execute(stmt):
+        per: dict[float, Rolling] = {}
+        for i, w in enumerate(windows):
+            wall, eff = float(sums[2 * i] or 0.0), float(sums[2 * i + 1] or 0.0)
+            fleet[w][0] += wall
+            fleet[w][1] += eff
+            per[w] = Rolling(w, gpu_h(wall), gpu_h(eff))
+        if model is not None:
+            out[model] = per
+    out[None] = {w: Rolling(w, gpu_h(a), gpu_h(b)) for w, (a, b) in fleet.items()}
     return out

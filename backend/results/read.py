@@ -25,6 +25,7 @@ def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str,
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
     out.pop("spans", None)  # stored for the advice, not part of the REST answer
+    out.pop("live", None)  # stored for the live state (GET /api/v1/live), not for this answer
     for key in ("submitted_at", "ended_at", "live_tail_start"):
         if out.get(key) is not None:
             out[key] = fmt(out[key])

@@ -162,22 +162,25 @@ def l1_table(result: dict[str, Any]) -> Any:
     if tail_s > 0 and failures and failures[-1].get("censored"):
         rows[-1]["note"] = ", ".join(x for x in (rows[-1]["note"], "provisional: still open") if x)
         tail_s = 0.0  # the tail is part of a recovery that has not ended yet
-    tail_in_final = min(tail_s, final_s)
+    # Revision 2.1: an open job's time after its last effective instant (its live tail
+    # among it) is in-loop waste, never final shutdown; the tail is shown apart.
+    waste_s = l1.get("in_loop_waste_s", 0.0)
+    tail_in_waste = min(tail_s, waste_s)
     rows += [
-        {"part": "in-loop waste", "minutes": l1.get("in_loop_waste_s", 0.0) / 60.0, "note": ""},
+        {"part": "in-loop waste", "minutes": (waste_s - tail_in_waste) / 60.0, "note": ""},
         {
             "part": "final shutdown",
-            "minutes": (final_s - tail_in_final) / 60.0,
+            "minutes": final_s / 60.0,
             "note": "job still running: in progress, not final"
             if result.get("provisional")
             else "",
         },
     ]
-    if tail_in_final > 0:
+    if tail_in_waste > 0:
         rows.append(
             {
                 "part": "live tail (provisional)",
-                "minutes": tail_in_final / 60.0,
+                "minutes": tail_in_waste / 60.0,
                 "note": "since the last event; the job is still running",
             }
         )

@@ -335,7 +335,48 @@ def below(query: dict[str, Any]) -> list[Any]:
             "TTR: recovery time per failure.",
         ),
         section("Jobs", jobs_table(jobs, filters)),
+        bounds_section(model),
     ]
+
+
+BOUND_SOURCES = {
+    "model": "learned from this model's jobs",
+    "fleet": "the fleet's (too little history of its own)",
+    "override": "set in the SLO file",
+    "default": "shipped default",
+}
+
+
+def bounds_section(model: str) -> Any:
+    """The learned bounds the live state judges this model's hangs by, with their samples."""
+    rows = [
+        {
+            "phase": b["phase"] + (f" ({b['variant']})" if b["variant"] else ""),
+            "bound_min": b["bound_s"] / 60.0,
+            "source": BOUND_SOURCES.get(b["source"], b["source"]),
+            "samples": b["samples"],
+            "quantile_min": None if b["quantile_s"] is None else b["quantile_s"] / 60.0,
+        }
+        for b in data.model_bounds(model)
+    ]
+    return section(
+        "Learned bounds (hang detection)",
+        table(
+            "model-bounds-table",
+            rows,
+            [
+                {"id": "phase", "name": "phase"},
+                num_col("bound_min", "bound (min)", 2),
+                {"id": "source", "name": "from"},
+                num_col("samples", "samples", 0),
+                num_col("quantile_min", "p95 of samples (min)", 2),
+            ],
+            page_size=25,
+        ),
+        note="A phase open longer than its bound, or a loop whose cursor has not advanced for "
+        "longer than the loop's, is hung and pages its owner. Bound = max(floor, factor × p95) "
+        "of the model's finished jobs; GET /api/v1/live/bounds?model=... lists the samples.",
+    )
 
 
 def layout(**query: Any) -> html.Div:

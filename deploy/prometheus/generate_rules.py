@@ -139,12 +139,59 @@ def recording_rules() -> dict:
         )
     return {
         "groups": [
+            {"name": "ett-live", "rules": live_recording_rules()},
             {"name": "ett-ledger", "rules": short},
             # increase() over a day or a week reads every sample of it: evaluate these less often.
             {"name": "ett-ledger-long", "interval": LONG_INTERVAL, "rules": long},
             {"name": "ett-slo-burn-rates", "rules": burn},
         ]
     }
+
+
+def live_recording_rules() -> list[dict]:
+    """The live states as the exporter computes them at each scrape (one value per replica set)."""
+    return [
+        {
+            "record": "ett:live_gpus:by_state",
+            "expr": "max without (instance) (ett_live_gpus)\n",
+        },
+        {
+            "record": "ett:live_hung_gpus:sum",
+            "expr": 'sum(max without (instance) (ett_live_gpus{state="hung"}))\n',
+        },
+        {
+            "record": "model:ett_live_bad_gpus:sum",
+            "expr": "sum by (model, team, owner, state) (max without (instance) (ett_live_bad_gpus))\n",
+        },
+    ]
+
+
+def live_alert_rules() -> list[dict]:
+    """The hung-GPUs alert: in the group of its recording, so it reads this evaluation's value
+    and fires at the first evaluation after a scrape that saw the hang (no `for`)."""
+    return [
+        {
+            "record": "model:ett_live_hung_gpus:sum",
+            "expr": 'sum by (model, team, owner) (max without (instance) (ett_live_bad_gpus{state="hung"}))\n',
+        },
+        {
+            "alert": "ETTHungGPUs",
+            "expr": "model:ett_live_hung_gpus:sum > 0\n",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": (
+                    '{{ $value | printf "%.0f" }} GPUs of model {{ $labels.model }} are hung past '
+                    "their learned bound"
+                ),
+                "description": (
+                    "Open jobs of model {{ $labels.model }} (team {{ $labels.team }}) hold "
+                    '{{ $value | printf "%.0f" }} GPUs in a hang: a phase open longer than its '
+                    "bound, or a loop whose cursor stopped. Owner: {{ $labels.owner }}. The jobs: "
+                    "GET /api/v1/live, or the Live page."
+                ),
+            },
+        },
+    ]
 
 
 def _with_top_owner(condition: str, window: str) -> str:
@@ -194,7 +241,12 @@ def alert_rules() -> dict:
                 },
             }
         )
-    return {"groups": [{"name": "ett-slo-alerts", "rules": rules}]}
+    return {
+        "groups": [
+            {"name": "ett-live-alerts", "rules": live_alert_rules()},
+            {"name": "ett-slo-alerts", "rules": rules},
+        ]
+    }
 
 
 def _dump(doc: dict) -> str:

@@ -16,7 +16,7 @@ from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
 from dashboard.components import NO_DATA_HINT
-from dashboard.pages import compare, fleet, job, models, owners
+from dashboard.pages import compare, fleet, job, live, models, owners
 from dashboard.palette import COMPONENT_LABELS
 from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo, whole
 
@@ -488,3 +488,19 @@ def test_trend_charts_draw_the_annotations_they_concern(
     for graph_id in ("model-trend-graph", "model-lost-component-graph", "model-level1-graph"):
         assert drawn(find(one, graph_id).figure) == own, graph_id
     assert f"{len(fleet_wide)} annotations" in str(find(page, "fleet-annotations").children)
+
+
+def test_live_page_equals_the_rest_answer(
+    api: TestClient, seeded: Settings, database: Database
+) -> None:
+    rest = api.get("/api/v1/live", params={"jobs": "all"}).json()
+    with dashboard_request(seeded, database):
+        page = live.layout()
+    assert _text(page, "live-open-jobs") == f"{rest['open_jobs']:,}"
+    assert _text(page, "live-training-gpus") == f"{rest['gpus_by_state']['training']:,}"
+    bad = sum(j["gpus"] for j in rest["jobs"] if j["bad"])
+    assert _text(page, "live-bad-gpus") == f"{bad:,}"
+    rolling = {r["model"]: r for r in find(page, "live-rolling-table").data}
+    assert rolling["(fleet)"]["ett_24h"] == pytest.approx(rest["fleet"]["24h"]["ett_pct"])
+    gpus = find(page, "live-gpus-graph").figure.data[0]
+    assert sum(gpus.x) == sum(rest["gpus_by_state"].values())

@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -120,6 +121,13 @@ def _handler(receiver: HttpReceiver) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def http_receiver() -> Iterator[HttpReceiver]:
     """A scripted HTTP receiver on 127.0.0.1 (stdlib http.server in a thread)."""
+    with serve_receiver() as receiver:
+        yield receiver
+
+
+@contextmanager
+def serve_receiver() -> Iterator[HttpReceiver]:
+    """The HTTP receiver of `http_receiver`, for a module's fixture or a benchmark."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), None)  # type: ignore[arg-type]
     receiver = HttpReceiver(url=f"http://127.0.0.1:{server.server_address[1]}")
     server.RequestHandlerClass = _handler(receiver)

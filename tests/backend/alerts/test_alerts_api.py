@@ -219,8 +219,11 @@ def test_app_lifespan_starts_the_evaluator(database: Database, tmp_path: Path) -
         names = {s["name"] for s in client.get("/api/v1/slos").json()}
     assert "scheduling_share" in names
     with database.session() as s:
-        lease = s.scalars(select(EvaluatorLease)).one()
-        assert lease.holder is None  # released on shutdown, so a replica takes over at once
+        leases = {row.name: row.holder for row in s.scalars(select(EvaluatorLease))}
+    # the evaluator, the live pass and the bounds worker each have their own lease, and each is
+    # released on shutdown, so a replica takes over at once
+    assert set(leases) == {"alert-evaluator", "live-evaluator", "bounds-learner"}
+    assert set(leases.values()) == {None}
 
 
 def test_evaluator_thread_survives_a_broken_pass(database: Database, tmp_path: Path) -> None:

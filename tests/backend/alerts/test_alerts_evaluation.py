@@ -398,6 +398,7 @@ def test_failures_per_job_and_ett_floor_per_model(
                 "indicator": "ett_floor",
                 "objective": 80.0,
                 "window": "1d",
+                "min_jobs": 1,  # model-g has one job (the volume guard is tested on its own)
             },
         ]
     }
@@ -442,6 +443,7 @@ def test_duration_percentile_of_a_phase(database: Database, tmp_path: Path) -> N
                 "objective": 300,
                 "window": "1d",
                 "per_model": True,
+                "min_jobs": 1,  # model-q has one job
             }
         ]
     }
@@ -510,6 +512,7 @@ def test_label_filter_scopes_the_share_and_agrees_with_the_sql_path(database: Da
         "indicator": "gpu_time_share",
         "objective": 10,
         "window": "1d",
+        "min_jobs": 1,  # two jobs in the west
     }
     now = T + 20_000
     with database.session() as s:

@@ -226,4 +226,18 @@ def test_level1_against_literal_reading(events: list[dict[str, Any]]):
         assert got.censored == (nxt_eff is None and nxt_fail is None)
     last = effective[-1][1] if effective else None
     if last is not None and not failures:
-        assert abs(r.l1.final_shutdown_s - (end - last)) <= 1e-6
+        # Revision 2.1: after the last effective instant only the shutdown component is final
+        # shutdown; a stall, an open phase or uncovered time there is in-loop waste.
+        # (Rules 1-3 read literally; where rule 4 applies, the engine's own implicit piece.)
+        def component_at(t: float) -> str:
+            literal = expected_at(events, t)
+            if literal is not None:
+                return literal[0]
+            return next(iv.component for iv in r.intervals if iv.start <= t < iv.end)
+
+        shutdown = sum(
+            hi - lo
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+            if lo >= last and component_at((lo + hi) / 2) == "shutdown"
+        )
+        assert abs(r.l1.final_shutdown_s - shutdown) <= 1e-6

@@ -49,12 +49,14 @@ def test_promtool_unit_tests_fire_and_do_not_fire() -> None:
     doc = yaml.safe_load(test.read_text())
     alerts = [a for t in doc["tests"] for a in t["alert_rule_test"]]
     fired = {e["exp_labels"]["model"] for a in alerts for e in a["exp_alerts"]}
-    assert fired == {"m-bad", "m-eighty"}  # m-good and m-spike must stay silent
+    # m-good and m-spike must stay silent; m-hung's hang fires ETTHungGPUs
+    assert fired == {"m-bad", "m-eighty", "m-hung"}
     names = {a["alertname"] for a in alerts}
     assert names == {
         "ETTErrorBudgetBurnFast",
         "ETTErrorBudgetBurnMedium",
         "ETTErrorBudgetBurnSlow",
+        "ETTHungGPUs",
     }
 
 

@@ -171,6 +171,9 @@ class Surfaces:
                 "indicator": indicator,
                 "objective": 50,
                 "window": self.hi - self.lo,
+                # no volume guard: the number itself is compared, whatever the fleet's size
+                "min_jobs": 0,
+                "min_gpu_hours": 0,
                 **spec,
             }
         )
