@@ -9,7 +9,7 @@ import typer
 
 from backend.alerts.cli import alerts_app
 from backend.auth.cli import token_app
-from backend.config import get_settings
+from backend.config import SettingsError, get_settings
 from backend.demo.command import demo
 from backend.fleet.cli import fleet_app
 from backend.live.cli import live_app
@@ -24,6 +24,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+
+
+@app.callback()
+def _check_settings() -> None:
+    # Every command reads the ETT_ settings: a bad one stops it here, naming what is allowed.
+    try:
+        get_settings()
+    except SettingsError as err:
+        _fail(str(err))
+
+
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
