@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
+
 # The values of the enumerated settings: anything else fails at start, naming these.
 RecomputeMode = Literal["inline", "background"]
 ServeRole = Literal["all", "api", "worker"]
@@ -33,9 +35,10 @@ class Settings(BaseSettings):
     read_token_required: bool = False
     max_batch_events: int = 10_000
     max_body_bytes: int = 5 * 1024 * 1024
-    heartbeat_timeout_s: float = 300.0
+    # A running attempt silent this long is taken for dead (backend/liveness.py).
+    heartbeat_timeout_s: float = Field(default=HEARTBEAT_TIMEOUT_S, gt=0)
     # An open job silent this long ends at its last event, flagged abandoned (SPEC section 4).
-    abandon_timeout_s: float = Field(default=3600.0, gt=0)
+    abandon_timeout_s: float = Field(default=ABANDON_TIMEOUT_S, gt=0)
     owners_file: Path | None = None
     slos_file: Path | None = None
     public_url: str = "http://127.0.0.1:8050"
