@@ -14,7 +14,7 @@ from backend.demo.command import demo
 from backend.fleet.cli import fleet_app
 from backend.live.cli import live_app
 from backend.owners.cli import owners_app
-from backend.results.cli import recompute
+from backend.results.cli import recompute_command
 
 app = typer.Typer(
     name="ett",
@@ -41,7 +41,7 @@ app.add_typer(alerts_app, name="alerts")
 app.add_typer(fleet_app, name="fleet")
 app.add_typer(owners_app, name="owners")
 app.add_typer(live_app, name="live")
-app.command("recompute")(recompute)
+app.command("recompute")(recompute_command)
 app.command("demo")(demo)
 
 
