@@ -23,9 +23,10 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationInfo
+if TYPE_CHECKING:  # pydantic passes it; importing it would make pydantic a dependency here
+    from pydantic import ValidationInfo
 
 DAY_S = 86_400.0
 # The one table of duration units: durations, ages (`ett db prune`) and relative times read it.
