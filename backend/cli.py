@@ -9,12 +9,12 @@ import typer
 
 from backend.alerts.cli import alerts_app
 from backend.auth.cli import token_app
-from backend.config import get_settings
+from backend.config import SettingsError, get_settings
 from backend.demo.command import demo
 from backend.fleet.cli import fleet_app
 from backend.live.cli import live_app
 from backend.owners.cli import owners_app
-from backend.results.cli import recompute
+from backend.results.cli import recompute_command
 
 app = typer.Typer(
     name="ett",
@@ -24,13 +24,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+
+
+@app.callback()
+def _check_settings() -> None:
+    # Every command reads the ETT_ settings: a bad one stops it here, naming what is allowed.
+    try:
+        get_settings()
+    except SettingsError as err:
+        _fail(str(err))
+
+
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(fleet_app, name="fleet")
 app.add_typer(owners_app, name="owners")
 app.add_typer(live_app, name="live")
-app.command("recompute")(recompute)
+app.command("recompute")(recompute_command)
 app.command("demo")(demo)
 
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
+
+# The values of the enumerated settings: anything else fails at start, naming these.
+RecomputeMode = Literal["inline", "background"]
+ServeRole = Literal["all", "api", "worker"]
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 
 
 def normalize_database_url(url: str) -> str:
@@ -27,14 +35,15 @@ class Settings(BaseSettings):
     read_token_required: bool = False
     max_batch_events: int = 10_000
     max_body_bytes: int = 5 * 1024 * 1024
-    heartbeat_timeout_s: float = 300.0
+    # A running attempt silent this long is taken for dead (backend/liveness.py).
+    heartbeat_timeout_s: float = Field(default=HEARTBEAT_TIMEOUT_S, gt=0)
     # An open job silent this long ends at its last event, flagged abandoned (SPEC section 4).
-    abandon_timeout_s: float = Field(default=3600.0, gt=0)
+    abandon_timeout_s: float = Field(default=ABANDON_TIMEOUT_S, gt=0)
     owners_file: Path | None = None
     slos_file: Path | None = None
     public_url: str = "http://127.0.0.1:8050"
     # inline: recompute touched jobs in the ingest request; background: a worker thread drains marks.
-    recompute_mode: str = "background"
+    recompute_mode: RecomputeMode = "background"
     recompute_interval_s: float = 1.0
     alert_eval_interval_s: float = 60.0
     # Queued notices and due redeliveries are sent this often between evaluation passes.
@@ -57,10 +66,11 @@ class Settings(BaseSettings):
     bounds_refresh_interval_s: float = Field(default=300.0, gt=0)
     # The longest a silence may last (REST and dashboard alike); ETT_SILENCE_MAX_DURATION_S.
     silence_max_duration_s: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400.0)
-    log_level: str = "info"
+    log_level: LogLevel = "info"
     # What `ett serve` runs when --role is not given: "all" (API, dashboard and the workers in
-    # one process) or "api" (API and dashboard only; `ett worker` processes do the rest).
-    serve_role: str = "all"
+    # one process), "api" (API and dashboard only; `ett worker` processes do the rest) or
+    # "worker" (the workers alone).
+    serve_role: ServeRole = "all"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
     # The range every read and page answers when none is given: the last N whole UTC days,
@@ -81,6 +91,11 @@ class Settings(BaseSettings):
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0
 
+    @field_validator("recompute_mode", "log_level", "serve_role", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _default_database(self) -> Settings:
         if not self.database_url:
@@ -94,7 +109,24 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
+class SettingsError(ValueError):
+    """The environment holds a setting the service cannot run with; the message says which."""
+
+
+def describe_settings_error(err: ValidationError) -> str:
+    """One line per bad setting: its variable, the value given and what it accepts."""
+    lines = []
+    for e in err.errors():
+        name = "ETT_" + "_".join(str(part) for part in e["loc"]).upper()
+        given = f"={e['input']!r}" if not isinstance(e.get("input"), dict) else ""
+        lines.append(f"{name}{given}: {e['msg']}")
+    return "invalid settings: " + "; ".join(lines)
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings singleton."""
-    return Settings()
+    """The process-wide settings singleton; SettingsError names any bad ETT_ variable."""
+    try:
+        return Settings()
+    except ValidationError as err:
+        raise SettingsError(describe_settings_error(err)) from None

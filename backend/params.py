@@ -239,14 +239,14 @@ async def enforce_read_bounds(request: Request) -> None:
 _ALIAS_OF = "deprecated alias of `"
 
 
+def alias_help(new: str, description: str) -> str:
+    """The description of an old parameter name kept as a deprecated alias of `new`."""
+    return f"{_ALIAS_OF}{new}` (removed in the next release): {description}"
+
+
 def alias_query(new: str, description: str, **kwargs: Any) -> Any:
     """A Query for an old parameter name kept one release as a deprecated alias of `new`."""
-    return Query(
-        None,
-        deprecated=True,
-        description=f"{_ALIAS_OF}{new}` (removed in the next release): {description}",
-        **kwargs,
-    )
+    return Query(None, deprecated=True, description=alias_help(new, description), **kwargs)
 
 
 def _note_deprecated(request: Request, name: str, description: str) -> None:
@@ -333,18 +333,28 @@ def default_range_days() -> int:
     return current_bounds().default_range_days
 
 
+def start_help(what: str = "range start (inclusive)", default: str | None = None) -> str:
+    """The description of a range start: every spelling docs/API.md lists, and its default."""
+    return f"{what}: {TIME_HELP}; default {default or 'the first day of the default range'}"
+
+
+def end_help(
+    what: str = "range end (exclusive; a date is inclusive)", default: str | None = None
+) -> str:
+    """The description of a range end: a date is inclusive, a time exclusive."""
+    return f"{what}: {TIME_HELP}; default {default or 'the end of today (00:00 UTC tomorrow)'}"
+
+
 def start_query(what: str = "range start (inclusive)", default: str | None = None) -> Any:
     """The Query of a range start: every spelling docs/API.md lists."""
-    default = default or "the first day of the default range"
-    return Query(None, description=f"{what}: {TIME_HELP}; default {default}", examples=["-180d"])
+    return Query(None, description=start_help(what, default), examples=["-180d"])
 
 
 def end_query(
     what: str = "range end (exclusive; a date is inclusive)", default: str | None = None
 ) -> Any:
     """The Query of a range end: a date is inclusive, a time exclusive."""
-    default = default or "the end of today (00:00 UTC tomorrow)"
-    return Query(None, description=f"{what}: {TIME_HELP}; default {default}")
+    return Query(None, description=end_help(what, default))
 
 
 def time_range(

@@ -16,16 +16,17 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, get_args
 
-from backend.config import Settings, get_settings
+from backend.config import ServeRole, Settings, get_settings
 from backend.db import Database
 from backend.workers import PeriodicWorker
 
 log = logging.getLogger("ett.runtime")
 
-Role = Literal["all", "api", "worker"]
-ROLES: tuple[str, ...] = ("all", "api", "worker")
+# The process roles are the serve_role setting's values (backend.config.ServeRole).
+Role = ServeRole
+ROLES: tuple[str, ...] = get_args(ServeRole)
 
 WorkerFactory = Callable[[Settings, Database], PeriodicWorker | None]
 

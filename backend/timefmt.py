@@ -20,15 +20,29 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationInfo
+if TYPE_CHECKING:  # pydantic passes it; importing it would make pydantic a dependency here
+    from pydantic import ValidationInfo
 
 DAY_S = 86_400.0
-_RELATIVE = re.compile(r"^-\s*(\d+(?:\.\d+)?)\s*([smhdw])$")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
+# The one table of duration units: durations, ages (`ett db prune`) and relative times read it.
+DURATION_UNITS_S: dict[str, float] = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": DAY_S,
+    "w": 7 * DAY_S,
+}
+_DURATION_RE = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*("
+    + "|".join(sorted(DURATION_UNITS_S, key=len, reverse=True))
+    + r")?\s*$"
+)
 _EPOCH = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MAX_TEXT = 64
@@ -125,14 +139,14 @@ def parse_instant(value: Any, *, now: float | None = None) -> Instant:
     current = time.time() if now is None else now
     if text.lower() == "now":
         return Instant(current, False)
-    rel = _RELATIVE.match(text.lower())
-    if rel:
-        amount, unit = float(rel.group(1)), rel.group(2)
+    rel = _duration_parts(text[1:].lower()) if text.startswith("-") else None
+    if rel is not None and rel[1] is not None:
+        amount, unit = rel
         if unit in ("d", "w"):
             if amount != int(amount):
                 raise TimeFormatError(f"{text!r}: days and weeks must be whole numbers")
-            return Instant(day_start(current) + DAY_S - amount * _UNIT_S[unit], True)
-        return Instant(current - amount * _UNIT_S[unit], False)
+            return Instant(day_start(current) + DAY_S - amount * DURATION_UNITS_S[unit], True)
+        return Instant(current - amount * DURATION_UNITS_S[unit], False)
     if _EPOCH.match(text):
         seconds = float(text)
         if not math.isfinite(seconds):
@@ -215,30 +229,33 @@ def parse_time(value: Any, info: ValidationInfo | None = None) -> float:
     return seconds
 
 
-# Durations (SLO windows, silences, token lifetimes): a number of seconds or "90s", "30m", "6h".
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_DURATION_UNIT_S = {
-    "ms": 0.001,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 604800.0,
-    None: 1.0,
-}
+# Durations (SLO windows, silences, token lifetimes, ages): a number of seconds or "90s", "30m".
+def _duration_parts(text: str) -> tuple[float, str | None] | None:
+    """(amount, unit or None) of a duration string, or None when it is not one."""
+    match = _DURATION_RE.match(text)
+    return (float(match.group(1)), match.group(2)) if match else None
 
 
-def parse_duration(value: str | float | int) -> float:
-    """Seconds from a number or a string such as '90s', '30m', '6h', '7d'."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
+def parse_duration(value: str | float | int, *, units: Collection[str] | None = None) -> float:
+    """Seconds from a number or a string such as '90s', '30m', '6h', '7d' (DURATION_UNITS_S).
+
+    With `units`, only a string carrying one of those units is accepted (not a bare number).
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool) and units is None:
         seconds = float(value)
         if seconds < 0:
             raise ValueError("a duration cannot be negative")
     else:
-        match = _DURATION_RE.match(str(value))
-        if not match:
-            raise ValueError(f"not a duration: {str(value)[:40]!r} (use e.g. 90s, 30m, 6h, 7d)")
-        seconds = float(match.group(1)) * _DURATION_UNIT_S[match.group(2)]
+        parts = _duration_parts(str(value)) if not isinstance(value, bool) else None
+        if parts is None or (units is not None and parts[1] not in units):
+            hint = (
+                "e.g. 90s, 30m, 6h, 7d"
+                if units is None
+                else f"a number and one of the units {', '.join(units)}"
+            )
+            raise ValueError(f"not a duration: {str(value)[:40]!r} (use {hint})")
+        amount, unit = parts
+        seconds = amount * DURATION_UNITS_S[unit] if unit is not None else amount
     if not math.isfinite(seconds):
         raise ValueError("a duration must be a finite number of seconds")
     return seconds
@@ -246,7 +263,8 @@ def parse_duration(value: str | float | int) -> float:
 
 def format_duration(seconds: float) -> str:
     """The largest exact unit for a duration: 7d, 6h, 30m, 90s."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+    for unit in ("d", "h", "m"):
+        size = DURATION_UNITS_S[unit]
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"

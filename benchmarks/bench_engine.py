@@ -149,14 +149,14 @@ def compare(rev: str, sizes: list[int], repeats: int) -> None:
 
 
 def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
-    """Materialization: one job's raw events read, computed and stored (service.recompute_job)."""
+    """Materialization: one job's raw events read, computed and stored (recompute.recompute_job)."""
     from sqlalchemy import insert
 
     from backend import migrate
     from backend.db import Database
     from backend.events.models import RawEvent
     from backend.jobs.models import Job
-    from backend.results import recompute as service
+    from backend.results import recompute
 
     migrate.upgrade(url)
     db = Database(url)
@@ -189,7 +189,7 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
         for _ in range(repeats):
             with db.session() as s:
                 t0 = time.perf_counter()
-                service.recompute_job(db_session=s, job_id=job_id, now=1e12)
+                recompute.recompute_job(db_session=s, job_id=job_id, now=1e12)
                 s.commit()
                 best = min(best, time.perf_counter() - t0)
         print(f"{len(events):>8} {best:>9.4f} {len(events) / best:>10.0f}")

@@ -43,9 +43,9 @@ from backend.ett.models import JobResult  # noqa: E402
 from backend.fleet import rollups  # noqa: E402
 from backend.fleet.days import DAY_S, bucket_start, split_by_day  # noqa: E402
 from backend.metrics import fleet  # noqa: E402
-from backend.owners import service as owners  # noqa: E402
-from backend.results import read as ett_read  # noqa: E402
-from backend.workloads import service as workloads  # noqa: E402
+from backend.owners import service as owners_service  # noqa: E402
+from backend.results import read as results_read  # noqa: E402
+from backend.workloads import service as workloads_service  # noqa: E402
 from benchmarks._pg import kept_postgres, scratch_postgres  # noqa: E402
 
 END = 1_790_000_000.0 - (1_790_000_000.0 % DAY_S)  # a UTC midnight in 2026-09
@@ -309,7 +309,7 @@ def scan_lost_by_owner(
     s: Any, settings: Any, lo: float, hi: float, model: str | None = None
 ) -> dict[str, float]:
     """Lost GPU-hours by owner by scanning."""
-    res = owners.resolver(db_session=s, settings=settings)
+    res = owners_service.resolver(db_session=s, settings=settings)
     out: dict[str, float] = defaultdict(float)
     for comp, phase, gpu in scan(s, lo, hi, "component_phase", model):
         if comp != EFFECTIVE:
@@ -460,7 +460,7 @@ def main() -> None:
             rows.append((f"lost GPU-hours by owner, {args.days} days", ms_r, ms_s))
 
             ms_r, page = median_ms(
-                lambda: workloads.model_page(db_session=s, model=model, start=lo, end=hi),
+                lambda: workloads_service.model_page(db_session=s, model=model, start=lo, end=hi),
                 args.runs,
             )
             ms_s, page_scan = median_ms(lambda: scan_model_page(s, model, lo, hi), args.scan_runs)
@@ -473,7 +473,7 @@ def main() -> None:
             # The jobs page: newest first over the range, one page of 50 and the total; and a
             # search by job id prefix. Checked against plain SQL; no rollup is involved.
             ms_list, (page_rows, total) = median_ms(
-                lambda: ett_read.list_jobs(db_session=s, start=lo, end=hi), args.runs
+                lambda: results_read.list_jobs(db_session=s, start=lo, end=hi), args.runs
             )
             want_total, want_ids = s.execute(
                 text(
@@ -487,7 +487,7 @@ def main() -> None:
             assert total == want_total and [r["job_id"] for r in page_rows] == list(want_ids)
             prefix = f"job-{args.jobs // 2:07d}"[:-2]
             ms_search, (found, n_found) = median_ms(
-                lambda: ett_read.list_jobs(db_session=s, search=prefix), args.runs
+                lambda: results_read.list_jobs(db_session=s, search=prefix), args.runs
             )
             assert n_found >= 1 and all(r["job_id"].startswith(prefix) for r in found)
 

@@ -21,7 +21,7 @@ from sqlalchemy import delete, func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import backend.fleet.rollups as fleet_service  # noqa: E402
+import backend.fleet.rollups as rollups  # noqa: E402
 from backend.alerts import exported as alerts_exported  # noqa: E402
 from backend.config import Settings  # noqa: E402
 from backend.db import Database  # noqa: E402
@@ -34,9 +34,9 @@ from benchmarks._pg import scratch_postgres  # noqa: E402
 
 
 def _recompute(db: Database, settings: Settings, ids: list[str], *, book: bool) -> float:
-    original = fleet_service.book_jobs
+    original = rollups.book_jobs
     if not book:
-        fleet_service.book_jobs = lambda **_kw: 0  # type: ignore[assignment]
+        rollups.book_jobs = lambda **_kw: 0  # type: ignore[assignment]
     else:
         with db.session() as s:
             s.execute(delete(LedgerEntry))
@@ -46,7 +46,7 @@ def _recompute(db: Database, settings: Settings, ids: list[str], *, book: bool) 
         loader.recompute_jobs(db, settings, ids, progress=False)
         return time.perf_counter() - started
     finally:
-        fleet_service.book_jobs = original
+        rollups.book_jobs = original
 
 
 def main() -> None:

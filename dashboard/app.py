@@ -1,5 +1,9 @@
 """The Dash app (multi-page) and its mount at "/" under the FastAPI app.
 
+Every module of dashboard/pages is a page: it calls `dash.register_page(__name__, path=...,
+name=<nav label>, order=<place in the navigation>, layout=...)`, and the navigation is built
+from `dash.page_registry` in that order. A new page needs nothing here.
+
 REST (/api/v1), /docs, /openapi.json and /healthz are FastAPI routes registered before the
 mount, so they keep answering; every other path goes to Dash.
 """
@@ -7,14 +11,16 @@ mount, so they keep answering; every other path goes to Dash.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qsl, urlencode
 
 import dash
 import flask
 from a2wsgi import WSGIMiddleware
-from dash import Dash, Input, Output, callback, dcc, html
+from dash import Dash, Input, Output, dcc, html
 from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -25,16 +31,7 @@ from backend.db import Database
 from dashboard import gate
 from dashboard.context import DashboardContext, bind
 
-PAGES = ("live", "fleet", "models", "job", "compare", "owners", "plan")
-NAV = (
-    ("live", "Live", "/live"),
-    ("fleet", "Fleet", "/"),
-    ("models", "Models", "/model"),
-    ("job", "Jobs", "/job"),
-    ("compare", "Compare", "/compare"),
-    ("owners", "Owners", "/owners"),
-    ("plan", "Plan", "/plan"),
-)
+PAGES_PACKAGE = "dashboard.pages"
 # The filters that follow the reader from page to page.
 # `owner` (a component's team) is the owners page's own filter and is not carried.
 CARRIED = ("start", "end", "team", "label", "bucket")
@@ -43,8 +40,33 @@ _lock = threading.RLock()
 _app: Dash | None = None
 
 
-def _shell() -> html.Div:
-    links = [dcc.Link(label, href=href, id=f"shell-nav-{key}") for key, label, href in NAV]
+class NavLink(NamedTuple):
+    """One entry of the navigation: the page module's short name, its label and its path."""
+
+    key: str
+    label: str
+    href: str
+
+
+def import_pages() -> list[str]:
+    """Import every module of dashboard/pages (each registers itself); their names, sorted."""
+    package = importlib.import_module(PAGES_PACKAGE)
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg)
+    for name in names:
+        importlib.import_module(f"{PAGES_PACKAGE}.{name}")
+    return names
+
+
+def nav() -> list[NavLink]:
+    """The navigation: every registered page in its `order`, labelled with its `name`."""
+    return [
+        NavLink(page["module"].rsplit(".", 1)[-1], page["name"], page["path"])
+        for page in dash.page_registry.values()  # Dash keeps it sorted by `order`
+    ]
+
+
+def _shell(links_to: list[NavLink]) -> html.Div:
+    links = [dcc.Link(label, href=href, id=f"shell-nav-{key}") for key, label, href in links_to]
     links.append(html.A("API", href="/docs", id="shell-nav-api"))
     return html.Div(
         [
@@ -62,15 +84,17 @@ def _shell() -> html.Div:
     )
 
 
-@callback(
-    [Output(f"shell-nav-{key}", "href") for key, _label, _href in NAV],
-    Input("shell-url", "search"),
-)
-def _carry_filters(search: str | None) -> list[str]:
+def _carry_filters(app: Dash, links_to: list[NavLink]) -> None:
     """Nav links keep the reader's date range, team, label and bucket."""
-    query = {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in CARRIED and v}
-    suffix = f"?{urlencode(query)}" if query else ""
-    return [f"{href}{suffix}" for _key, _label, href in NAV]
+
+    @app.callback(
+        [Output(f"shell-nav-{link.key}", "href") for link in links_to],
+        Input("shell-url", "search"),
+    )
+    def carry(search: str | None) -> list[str]:
+        query = {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in CARRIED and v}
+        suffix = f"?{urlencode(query)}" if query else ""
+        return [f"{link.href}{suffix}" for link in links_to]
 
 
 def get_dash_app() -> Dash:
@@ -96,9 +120,10 @@ def get_dash_app() -> Dash:
             # (dashboard.pages builds the app first, since register_page needs it).
             _app = app
             try:
-                for page in PAGES:
-                    importlib.import_module(f"dashboard.pages.{page}")
-                app.layout = _shell()
+                import_pages()
+                links_to = nav()
+                app.layout = _shell(links_to)
+                _carry_filters(app, links_to)
             except BaseException:
                 _app = None
                 raise

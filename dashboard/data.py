@@ -28,10 +28,10 @@ from backend.fleet.days import bucket_start
 from backend.jobs import quarantine
 from backend.live import service as live_service
 from backend.metrics import core as metrics_core
-from backend.metrics import fleet as fleet_service
+from backend.metrics import fleet as metrics_fleet
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
-from backend.results import read as ett_service
+from backend.results import read as results_read
 from backend.workloads import service as workloads_service
 from dashboard.context import current
 from dashboard.filters import Filters
@@ -95,7 +95,7 @@ def _or_none(fn: Callable[..., T], **kw: Any) -> T | None:
 def model_owners() -> dict[str, str | None]:
     """Model name -> owning team, for every model the system knows."""
     with read_session() as s:
-        return fleet_service.model_owners(db_session=s)
+        return metrics_fleet.model_owners(db_session=s)
 
 
 def model_names() -> list[str]:
@@ -141,7 +141,7 @@ def job_result(job_id: str) -> dict[str, Any] | None:
     """
     with read_session() as s:
         try:
-            return ett_service.job_ett(db_session=s, job_id=job_id, settings=current().settings)
+            return results_read.job_ett(db_session=s, job_id=job_id, settings=current().settings)
         except Exception as err:  # noqa: BLE001 - shown on the page, never a server error
             s.rollback()
             held = quarantine.status(db_session=s, job_id=job_id)
@@ -168,7 +168,7 @@ def jobs_frame(
 ) -> pd.DataFrame:
     """Jobs whose wall time meets the range (GET /api/v1/jobs), newest first by default."""
     with read_session() as s:
-        rows, _total = ett_service.list_jobs(
+        rows, _total = results_read.list_jobs(
             db_session=s,
             model=model or filters.model,
             owner=filters.team,
@@ -223,7 +223,7 @@ def search_jobs(
     """
     ranged = not search
     with session() as s:
-        rows, total = ett_service.list_jobs(
+        rows, total = results_read.list_jobs(
             db_session=s,
             model=filters.model,
             owner=filters.team,
@@ -242,7 +242,7 @@ def search_jobs(
 def labelled_jobs(filters: Filters, key: str, value: str, limit: int = 200) -> list[str]:
     """Ids of the jobs labelled key=value in the range, newest first (compare's suggestions)."""
     with session() as s:
-        rows, _total = ett_service.list_jobs(
+        rows, _total = results_read.list_jobs(
             db_session=s,
             model=filters.model,
             owner=filters.team,
@@ -257,14 +257,14 @@ def labelled_jobs(filters: Filters, key: str, value: str, limit: int = 200) -> l
 def job_ids_like(search: str, limit: int = 20) -> list[str]:
     """Ids of the newest jobs whose id or model starts with `search` (any date)."""
     with session() as s:
-        rows, _total = ett_service.list_jobs(db_session=s, search=search, limit=limit)
+        rows, _total = results_read.list_jobs(db_session=s, search=search, limit=limit)
     return [r["job_id"] for r in rows]
 
 
 def job_statuses() -> list[str]:
     """Every job status stored."""
     with session() as s:
-        return ett_service.job_statuses(db_session=s)
+        return results_read.job_statuses(db_session=s)
 
 
 def job_summaries(job_ids: list[str]) -> pd.DataFrame:
@@ -323,7 +323,7 @@ def _empty_fleet(error: str | None = None) -> FleetView:
 
 
 def _owner_components(s: Session, filters: Filters) -> pd.DataFrame:
-    by_owner = fleet_service.lost_gpu_hours(
+    by_owner = metrics_fleet.lost_gpu_hours(
         db_session=s,
         settings=current().settings,
         start=filters.start_ts,
@@ -358,14 +358,14 @@ def fleet_view(filters: Filters) -> FleetView:
     span = filters.end_ts - filters.start_ts
     with read_session() as s:
         try:
-            ett = fleet_service.fleet_ett(
+            ett = metrics_fleet.fleet_ett(
                 db_session=s,
                 start=filters.start_ts,
                 end=filters.end_ts,
                 bucket=filters.bucket,
                 **scope,
             )
-            failures = fleet_service.failure_series(
+            failures = metrics_fleet.failure_series(
                 db_session=s,
                 start=filters.start_ts,
                 end=filters.end_ts,
@@ -373,7 +373,7 @@ def fleet_view(filters: Filters) -> FleetView:
                 **scope,
             )
             owner_components = _owner_components(s, filters)
-            regressed = fleet_service.regressions(
+            regressed = metrics_fleet.regressions(
                 db_session=s,
                 before_start=filters.start_ts - span,
                 before_end=filters.start_ts,
@@ -460,7 +460,7 @@ def fleet_level1(filters: Filters, nof: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     kind is the fleet page's failure series (`nof`: bucket, kind, failures, jobs).
     """
     with session() as s:
-        rows = ett_service.level1_rows(
+        rows = results_read.level1_rows(
             db_session=s,
             start=filters.start_ts,
             end=filters.end_ts,
@@ -526,7 +526,7 @@ def owner_trend(filters: Filters, components: set[str]) -> pd.DataFrame:
     """Lost GPU-hours per bucket in the given components (an owner's), in the filters' scope."""
     with session() as s:
         try:
-            ett = fleet_service.fleet_ett(
+            ett = metrics_fleet.fleet_ett(
                 db_session=s,
                 start=filters.start_ts,
                 end=filters.end_ts,

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
+
+# Hues for a component or failure kind the catalogue gains before it is given its own here:
+# distinct from every chosen one, and never red.
+SPARE_COLORS: tuple[str, ...] = ("#637939", "#8c6d31", "#5254a3", "#ce6dbd", "#6b6ecf", "#9c9ede")
+
+
+def _every(names: Iterable[str], chosen: Mapping[str, str]) -> dict[str, str]:
+    """A colour per name, in the catalogue's order: the chosen one, else the next spare."""
+    spare = iter(c for c in SPARE_COLORS if c not in chosen.values())
+    return {name: chosen.get(name) or next(spare) for name in names}
+
+
 # Effective training is the only "good" time: green. Every lost component gets its own hue,
 # stable across pages, so a reader learns the legend once. Red means one thing: bad (a
 # regression, an SLO breach, a fall in ETT%); no component, failure kind or Level-1 part is red.
-COMPONENT_COLORS: dict[str, str] = {
+_COMPONENT_COLORS: dict[str, str] = {
     "scheduling": "#8c8c8c",
     "hardware_setup": "#9467bd",
     "trainer_init": "#1f77b4",
@@ -15,6 +30,7 @@ COMPONENT_COLORS: dict[str, str] = {
     "shutdown": "#8c564b",
     "unattributed": "#e377c2",
 }
+COMPONENT_COLORS: dict[str, str] = _every(COMPONENTS, _COMPONENT_COLORS)
 
 # Wasted training split by kind: shades of the wasted_training ochre.
 WASTE_COLORS: dict[str, str] = {
@@ -23,13 +39,14 @@ WASTE_COLORS: dict[str, str] = {
     "stalled": "#5c410f",
 }
 
-FAILURE_COLORS: dict[str, str] = {
+_FAILURE_COLORS: dict[str, str] = {
     "preemption": "#17becf",
     "app_error": "#393b79",
     "infra": "#9467bd",
     "induced": "#bcbd22",
     "unknown": "#7f7f7f",
 }
+FAILURE_COLORS: dict[str, str] = _every(FAILURE_KINDS, _FAILURE_COLORS)
 
 # The four Level-1 parts of lost time (paper Fig. 6 and the compare page).
 L1_COLORS: dict[str, str] = {
@@ -39,15 +56,9 @@ L1_COLORS: dict[str, str] = {
     "shutdown": "#8c564b",
 }
 
+# A component's label is its name in words ("hardware_setup": "Hardware setup") unless set here.
 COMPONENT_LABELS: dict[str, str] = {
-    "scheduling": "Scheduling",
-    "hardware_setup": "Hardware setup",
-    "trainer_init": "Trainer init",
-    "pt2_compile": "PT2 compile",
-    "effective_training": "Effective training",
-    "wasted_training": "Wasted training",
-    "shutdown": "Shutdown",
-    "unattributed": "Unattributed",
+    c: {"pt2_compile": "PT2 compile"}.get(c) or c.replace("_", " ").capitalize() for c in COMPONENTS
 }
 
 # Owners are data (config), so their colours come from a fixed cycle keyed by sorted name.

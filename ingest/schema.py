@@ -15,7 +15,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX
+from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX, FAILURE_KINDS
 from backend.text import text_problem
 from backend.timefmt import MAX_EPOCH_S, parse_time
 
@@ -154,7 +154,7 @@ class Checkpoint(_AttemptEvent):
 class Failure(_AttemptEvent):
     type: Literal["failure"]
     ts: Time
-    kind: Literal["preemption", "app_error", "infra", "induced", "unknown"]
+    kind: Literal[FAILURE_KINDS]  # the catalogue's kinds
     message: NotRequired[Annotated[str, Field(strict=True, max_length=4096)]]
 
 

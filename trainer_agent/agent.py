@@ -352,8 +352,17 @@ class Agent:
     ) -> None:
         root = Path(spool_dir) if spool_dir is not None else default_spool_root()
         max_bytes = spool_max_bytes or int(os.environ.get("ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024))
-        heartbeat = (60.0 if self.rank == 0 else 0.0) if heartbeat_s is None else heartbeat_s
+        heartbeat = (
+            (ev.HEARTBEAT_S if self.rank == 0 else 0.0) if heartbeat_s is None else heartbeat_s
+        )
         self.heartbeat_s = float(heartbeat)
+        if self.heartbeat_s >= ev.SERVER_HEARTBEAT_TIMEOUT_S:
+            log.warning(
+                "trainer_agent: heartbeat_s=%g is not below the server's default heartbeat "
+                "timeout (%g s): between beats a live attempt may be taken for dead",
+                self.heartbeat_s,
+                ev.SERVER_HEARTBEAT_TIMEOUT_S,
+            )
         ticks = [self.heartbeat_s] if self.heartbeat_s > 0 else []
         if self.report_progress and self.progress_window_s > 0:
             # A quarter window: a stopped loop shows as a stalled window within 1.25 windows.

@@ -9,6 +9,11 @@ FAILURE_KINDS = ("preemption", "app_error", "infra", "induced", "unknown")
 ATTEMPT_END_REASONS = ("completed", "failure", "preempted", "cancelled")
 JOB_STATUSES = ("succeeded", "failed", "cancelled")
 MAX_MESSAGE_CHARS = 4096
+# The server's default heartbeat timeout (ETT_HEARTBEAT_TIMEOUT_S, backend/liveness.py): an
+# attempt silent this long is taken for dead. The agent ships alone and keeps this copy
+# (tests/trainer_agent/test_agent_constants.py checks they agree); it beats every fifth of it.
+SERVER_HEARTBEAT_TIMEOUT_S = 300.0
+HEARTBEAT_S = SERVER_HEARTBEAT_TIMEOUT_S / 5
 
 Event = dict[str, Any]
 

@@ -29,7 +29,7 @@ from email.utils import (
     parseaddr,
     parsedate_to_datetime,
 )
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 from urllib.parse import quote
 
 import httpx
@@ -39,22 +39,14 @@ from backend.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
-ChannelKind = Literal["webhook", "slack", "email", "alertmanager"]
-CHANNEL_KINDS: tuple[str, ...] = ("webhook", "slack", "email", "alertmanager")
 Outcome = Literal["delivered", "retry", "rejected", "gave_up", "error"]
-
-# Every (kind, outcome) of `ett_alert_deliveries` starts at 0, so a first delivery is an
-# increase Prometheus sees (the counter lives in backend.health; its label values live here).
-for _kind in CHANNEL_KINDS:
-    for _outcome in get_args(Outcome):
-        ALERT_DELIVERIES.labels(_kind, _outcome)
 
 
 @dataclass(frozen=True)
 class Channel:
     """Where one owner wants notices: a URL (HTTP kinds) or comma-separated addresses (email)."""
 
-    kind: ChannelKind
+    kind: ChannelKind  # a key of SENDERS
     target: str
     owner: str = ""
     name: str = ""
@@ -348,7 +340,57 @@ def _post_json(
     raise _Permanent(f"HTTP {code}: {snippet}", code)
 
 
-def _send_email(channel: Channel, messages: Sequence[AlertMessage], timeout: float) -> int:
+def _headers(channel: Channel) -> dict[str, str]:
+    return {str(k): str(v) for k, v in channel.options.get("headers", {}).items()}
+
+
+def send_webhook(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    client: httpx.Client,
+    timeout: float,
+    external_url: str,
+) -> int:
+    """POST Alertmanager's webhook body (version 4) to the target URL."""
+    body = webhook_payload(messages, receiver=channel.label, external_url=external_url)
+    return _post_json(client, channel.target, body, _headers(channel), timeout)
+
+
+def send_slack(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    client: httpx.Client,
+    timeout: float,
+    external_url: str,
+) -> int:
+    """POST a Slack incoming-webhook body to the target URL."""
+    return _post_json(client, channel.target, slack_payload(messages), _headers(channel), timeout)
+
+
+def send_alertmanager(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    client: httpx.Client,
+    timeout: float,
+    external_url: str,
+) -> int:
+    """POST the notices to Alertmanager's /api/v2/alerts under the target URL."""
+    url = channel.target.rstrip("/") + "/api/v2/alerts"
+    return _post_json(client, url, alertmanager_payload(messages), _headers(channel), timeout)
+
+
+def send_email(
+    channel: Channel,
+    messages: Sequence[AlertMessage],
+    *,
+    client: httpx.Client,
+    timeout: float,
+    external_url: str,
+) -> int:
+    """One mail over SMTP to the target's comma-separated addresses (options: smtp_host, ...)."""
     opts = channel.options
     recipients = [formataddr(pair) for pair in getaddresses([channel.target]) if pair[1]]
     if not recipients:
@@ -379,6 +421,40 @@ def _send_email(channel: Channel, messages: Sequence[AlertMessage], timeout: flo
     return 250
 
 
+class Sender(Protocol):
+    """Sends the notices to one channel once: returns the status code; raises _Transient
+    (retried) or _Permanent (final)."""
+
+    def __call__(
+        self,
+        channel: Channel,
+        messages: Sequence[AlertMessage],
+        *,
+        client: httpx.Client,
+        timeout: float,
+        external_url: str,
+    ) -> int: ...
+
+
+# The channel kinds, each with its sender: the one list of them. ChannelSpec.kind (the SLO file
+# and the API), the delivery counter's labels and docs/ALERTS.md's table follow it (a test
+# checks the docs). A new kind is one sender here and its row in docs/ALERTS.md.
+SENDERS: dict[str, Sender] = {
+    "webhook": send_webhook,
+    "slack": send_slack,
+    "email": send_email,
+    "alertmanager": send_alertmanager,
+}
+CHANNEL_KINDS: tuple[str, ...] = tuple(SENDERS)
+ChannelKind = Literal[CHANNEL_KINDS]  # the same values, for pydantic (built at run time)
+
+# Every (kind, outcome) of `ett_alert_deliveries` starts at 0, so a first delivery is an
+# increase Prometheus sees (the counter lives in backend.health; its label values live here).
+for _kind in CHANNEL_KINDS:
+    for _outcome in get_args(Outcome):
+        ALERT_DELIVERIES.labels(_kind, _outcome)
+
+
 def send_once(
     channel: Channel,
     messages: Sequence[AlertMessage],
@@ -387,19 +463,11 @@ def send_once(
     timeout: float,
     external_url: str,
 ) -> int:
-    """One send to one channel; returns the status code, raises _Transient or _Permanent."""
-    headers = {str(k): str(v) for k, v in channel.options.get("headers", {}).items()}
-    if channel.kind == "webhook":
-        body: Any = webhook_payload(messages, receiver=channel.label, external_url=external_url)
-        return _post_json(client, channel.target, body, headers, timeout)
-    if channel.kind == "slack":
-        return _post_json(client, channel.target, slack_payload(messages), headers, timeout)
-    if channel.kind == "alertmanager":
-        url = channel.target.rstrip("/") + "/api/v2/alerts"
-        return _post_json(client, url, alertmanager_payload(messages), headers, timeout)
-    if channel.kind == "email":
-        return _send_email(channel, messages, timeout)
-    raise _Permanent(f"unknown channel kind {channel.kind!r}")
+    """One send by the channel kind's sender: the status code, or _Transient or _Permanent."""
+    sender = SENDERS.get(channel.kind)
+    if sender is None:
+        raise _Permanent(f"unknown channel kind {channel.kind!r}")
+    return sender(channel, messages, client=client, timeout=timeout, external_url=external_url)
 
 
 # ---- retries and fan-out -----------------------------------------------------------------------

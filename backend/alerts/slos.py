@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from backend.alerts.delivery import ChannelKind
 from backend.ett import catalogue
 from backend.live.overrides import BoundOverride
 from backend.text import clean_tree
@@ -149,7 +150,7 @@ class ChannelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
-    kind: Literal["webhook", "slack", "email", "alertmanager"]
+    kind: ChannelKind = Field(description="how notices are sent (docs/ALERTS.md, Delivery)")
     target: str = Field(min_length=1, max_length=2048)
     options: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True

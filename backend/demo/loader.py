@@ -62,14 +62,14 @@ def store_annotations(database: Database, notes: Iterable[dict[str, Any]]) -> in
     """Replace the demo's annotations (created_by "demo") with `notes`; answers how many."""
     from sqlalchemy import delete
 
-    from backend.annotations import service as annotations
+    from backend.annotations import service as annotations_service
     from backend.annotations.models import Annotation
 
     n = 0
     with database.session() as s:
         s.execute(delete(Annotation).where(Annotation.created_by == DEMO_AUTHOR))
         for note in notes:
-            annotations.create(db_session=s, created_by=DEMO_AUTHOR, **note)
+            annotations_service.create(db_session=s, created_by=DEMO_AUTHOR, **note)
             n += 1
         s.commit()
     return n
@@ -150,13 +150,13 @@ def recompute_jobs(
     progress: bool = True,
 ) -> int:
     """Run the ETT engine's recompute over the given jobs, in chunks, with a progress bar."""
-    from backend.results import recompute as service
+    from backend.results import recompute
 
     with _bar(len(job_ids), "ETT%", "job", progress) as bar:
         for i in range(0, len(job_ids), RECOMPUTE_CHUNK):
             chunk = job_ids[i : i + RECOMPUTE_CHUNK]
             with database.session() as s:
-                service.recompute_jobs(db_session=s, job_ids=chunk, settings=settings, now=now)
+                recompute.recompute_jobs(db_session=s, job_ids=chunk, settings=settings, now=now)
                 s.commit()
             bar.update(len(chunk))
     return len(job_ids)

@@ -16,6 +16,10 @@ COMPONENTS: tuple[str, ...] = (
     "shutdown",
     "unattributed",
 )
+# What a cold start (and each recovery) pays before training: the components listed before it.
+STARTUP_COMPONENTS: tuple[str, ...] = COMPONENTS[: COMPONENTS.index("effective_training")]
+# Lost time: every component but effective training.
+LOST_COMPONENTS: tuple[str, ...] = tuple(c for c in COMPONENTS if c != "effective_training")
 
 # How the REST answers' OpenAPI describes a per-component field.
 COMPONENTS_HELP = "per ETT component (scheduling, hardware_setup, trainer_init, ...)"

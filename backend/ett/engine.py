@@ -17,6 +17,7 @@ from backend.ett.level1 import Level1, level1
 from backend.ett.livefacts import live_facts
 from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition
 from backend.ett.timeline import AttemptInfo, build_timeline
+from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 
 @dataclass(slots=True)
@@ -214,8 +215,8 @@ def compute_job(
     events: Iterable[Mapping[str, Any]],
     *,
     now: float,
-    heartbeat_timeout_s: float = 300.0,
-    abandon_timeout_s: float = 3600.0,
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
+    abandon_timeout_s: float = ABANDON_TIMEOUT_S,
     custom_phases: Mapping[str, str] | None = None,
 ) -> JobETT:
     """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""

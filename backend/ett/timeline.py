@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.ett.catalogue import FAILURE_KINDS
+from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 # Rank of each type among events at the same instant (part of the total sort key).
 TYPE_RANK: dict[str, int] = {
@@ -394,8 +395,8 @@ def build_timeline(
     events: Iterable[Any],
     *,
     now: float,
-    heartbeat_timeout_s: float = 300.0,
-    abandon_timeout_s: float = 3600.0,
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
+    abandon_timeout_s: float = ABANDON_TIMEOUT_S,
 ) -> Timeline:
     """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
     warnings = WarningLog()

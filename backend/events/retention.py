@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, select, text, update
 from sqlalchemy.orm import Session
 
+from backend.timefmt import parse_duration
+
 PARTITION_RE = re.compile(r"^raw_events_p(\d{6})$")
-_AGE_RE = re.compile(r"^\s*(\d+)\s*([dw])\s*$")
-_UNITS = {"d": 86_400, "w": 7 * 86_400}
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
@@ -43,13 +43,16 @@ def month_start(month: int) -> float:
 
 
 def parse_age(value: str) -> float:
-    """Seconds in an age such as `400d` or `12w`; ValueError otherwise."""
-    m = _AGE_RE.match(value)
-    if m is None or int(m.group(1)) <= 0:
+    """Seconds in an age such as `400d` or `12w` (days or weeks only: `3m` is not months)."""
+    try:
+        seconds = parse_duration(value, units=("d", "w"))
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
         raise ValueError(
             f"not an age: {value!r} (use a positive number of days or weeks: 400d, 12w)"
         )
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    return seconds
 
 
 def is_partitioned(conn: Connection) -> bool:

@@ -1,4 +1,7 @@
-"""Pure helpers for UTC days, weeks and months, and the split of intervals at day boundaries."""
+"""Pure helpers for UTC days, weeks and months, and the split of intervals at day boundaries.
+
+A day is backend.timefmt's (DAY_S, day_start): one definition for the product.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,11 @@ import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-DAY_S = 86_400.0
+from backend.timefmt import DAY_S, day_start
+
 WEEK_S = 7 * DAY_S
 # 1970-01-01 was a Thursday: three days after the Monday that starts its ISO week.
 _EPOCH_WEEKDAY = 3
-
-
-def day_start(ts: float) -> float:
-    """The epoch second of 00:00 UTC on the day holding `ts`."""
-    return math.floor(ts / DAY_S) * DAY_S
 
 
 def week_start(ts: float) -> float:

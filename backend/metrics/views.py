@@ -6,15 +6,16 @@ Every answer here is summed from the per-UTC-day rollups, so its range is whole 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
-from backend.metrics import fleet as service
+from backend.metrics import fleet
 from backend.metrics.schemas import (
     FailuresByModel,
     FailureSeries,
@@ -23,12 +24,14 @@ from backend.metrics.schemas import (
     Regressions,
 )
 from backend.params import (
-    alias_query,
+    alias_help,
     call_service,
     csv_response,
+    end_help,
     end_query,
     parse_labels,
     pick_alias,
+    start_help,
     start_query,
     time_range,
     with_rfc3339,
@@ -36,27 +39,71 @@ from backend.params import (
 
 router = APIRouter(prefix="/fleet", tags=["fleet"])
 
-Start = start_query()
-End = end_query()
-Bucket = Query(
-    "day",
-    description="'day', ISO 'week' (Monday 00:00 UTC) or calendar 'month' (the 1st, 00:00 UTC)",
-)
-ModelQ = Query(None, description="one model")
-TeamQ = Query(None, description="the models this team owns")
-OwnerAliasQ = alias_query("team", "the models this team owns")
-LabelQ = Query(None, description="key=value, repeatable: jobs whose labels all match")
-Format = Query("json", description="'json' or 'csv'")
 CSV_JSON = {200: {"content": {"text/csv": {}}, "description": "JSON, or CSV with format=csv"}}
+BUCKET_HELP = "'day', ISO 'week' (Monday 00:00 UTC) or calendar 'month' (the 1st, 00:00 UTC)"
+
+
+# The query parameters the fleet routes share, declared once (docs/API.md gives their
+# meaning). Each route takes the widest of these it answers: FleetSeries has all eight.
+@dataclass
+class FleetScope:
+    """Which jobs an answer covers (team, labels) and how it is written (format)."""
+
+    team: Annotated[str | None, Query(description="the models this team owns")] = None
+    owner: Annotated[
+        str | None,
+        Query(deprecated=True, description=alias_help("team", "the models this team owns")),
+    ] = None
+    label: Annotated[
+        list[str] | None, Query(description="key=value, repeatable: jobs whose labels all match")
+    ] = None
+    format: Annotated[Literal["json", "csv"], Query(description="'json' or 'csv'")] = "json"
+
+    def filters(self) -> dict[str, Any]:
+        """The metrics layer's filter arguments (owner: the team; 422 on a malformed label)."""
+        return {
+            "owner": pick_alias("team", self.team, "owner", self.owner),
+            "labels": parse_labels(self.label),
+        }
+
+
+@dataclass
+class FleetRange(FleetScope):
+    """A scope over whole UTC days [start, end)."""
+
+    start: Annotated[str | None, Query(description=start_help(), examples=["-180d"])] = None
+    end: Annotated[str | None, Query(description=end_help())] = None
+
+    def range(self, bucket: str | None = None) -> tuple[float, float]:
+        """[start, end) in epoch seconds, whole UTC days (422 otherwise, or over a bound)."""
+        return time_range(self.start, self.end, bucket=bucket, whole_days=True)
+
+
+@dataclass
+class FleetModelRange(FleetRange):
+    """A range scope that may be narrowed to one model."""
+
+    model: Annotated[str | None, Query(description="one model")] = None
+
+    def filters(self) -> dict[str, Any]:
+        """The scope's filters and the model."""
+        return {**super().filters(), "model": self.model}
+
+
+@dataclass
+class FleetSeries(FleetModelRange):
+    """A model range scope cut into day, week or month buckets."""
+
+    bucket: Annotated[Literal["day", "week", "month"], Query(description=BUCKET_HELP)] = "day"
+
+    def range(self, bucket: str | None = None) -> tuple[float, float]:
+        """[start, end), held to the bounds of the scope's bucket."""
+        return super().range(bucket or self.bucket)
 
 
 def _series_csv(answer: dict[str, Any], extra: list[str], name: str) -> Response:
     rows = with_rfc3339(answer["series"])
     return csv_response(rows, ["bucket", *extra, "partial"], name)
-
-
-def _team(team: str | None, owner: str | None) -> str | None:
-    return pick_alias("team", team, "owner", owner)
 
 
 @router.get(
@@ -66,31 +113,20 @@ def _team(team: str | None, owner: str | None) -> str | None:
     responses=CSV_JSON,
 )
 def fleet_ett(
-    _auth: ReadAccess,
-    db_session: SessionDep,
-    start: str | None = Start,
-    end: str | None = End,
-    bucket: Literal["day", "week", "month"] = Bucket,
-    model: str | None = ModelQ,
-    team: str | None = TeamQ,
-    owner: str | None = OwnerAliasQ,
-    label: list[str] | None = LabelQ,
-    format: Literal["json", "csv"] = Format,
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[FleetSeries, Depends()]
 ) -> Any:
     """`{"series": [{"bucket", "ett_pct", "wall_gpu_h", "effective_gpu_h", "components_gpu_h"}]}`."""
-    lo, hi = time_range(start, end, bucket=bucket, whole_days=True)
+    lo, hi = q.range()
     answer = call_service(
-        service.fleet_ett,
+        fleet.fleet_ett,
         db_session=db_session,
         start=lo,
         end=hi,
-        bucket=bucket,
-        model=model,
-        owner=_team(team, owner),
-        labels=parse_labels(label),
+        bucket=q.bucket,
+        **q.filters(),
     )
     answer = {**answer, "start": lo, "end": hi}
-    if format == "csv":
+    if q.format == "csv":
         cols = ["ett_pct", "wall_gpu_h", "effective_gpu_h", "lost_gpu_h"]
         cols += [f"components_gpu_h.{c}" for c in COMPONENTS]
         return _series_csv(answer, cols, "fleet-ett.csv")
@@ -108,31 +144,23 @@ def lost(
     _auth: ReadAccess,
     db_session: SessionDep,
     settings: SettingsDep,
-    start: str | None = Start,
-    end: str | None = End,
+    q: Annotated[FleetModelRange, Depends()],
     by: Literal["component", "phase", "owner", "system"] = Query(
         "component", description="group by component, phase, owner (of the component) or system"
     ),
-    model: str | None = ModelQ,
-    team: str | None = TeamQ,
-    owner: str | None = OwnerAliasQ,
-    label: list[str] | None = LabelQ,
-    format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"by", "start", "end", "total_gpu_h", "rows": [{<by>, "gpu_h", "share", "components"}]}`."""
-    lo, hi = time_range(start, end, whole_days=True)
+    lo, hi = q.range()
     rows = call_service(
-        service.lost_gpu_hours,
+        fleet.lost_gpu_hours,
         db_session=db_session,
         settings=settings,
         start=lo,
         end=hi,
         by=by,
-        model=model,
-        owner=_team(team, owner),
-        labels=parse_labels(label),
+        **q.filters(),
     )
-    if format == "csv":
+    if q.format == "csv":
         return csv_response(rows, [by, "gpu_h", "share"], f"lost-by-{by}.csv")
     return with_rfc3339(
         {
@@ -154,15 +182,12 @@ def lost(
 def regressions(
     _auth: ReadAccess,
     db_session: SessionDep,
+    q: Annotated[FleetScope, Depends()],
     before_start: str | None = start_query("the earlier range's start", "after_start - 30 days"),
     before_end: str | None = end_query("the earlier range's end", "after_start"),
     after_start: str | None = start_query("the later range's start", "after_end - 30 days"),
     after_end: str | None = end_query("the later range's end"),
     limit: int = Query(20, ge=1, le=500),
-    team: str | None = TeamQ,
-    owner: str | None = OwnerAliasQ,
-    label: list[str] | None = LabelQ,
-    format: Literal["json", "csv"] = Format,
 ) -> Any:
     """`{"before": {start, end}, "after": {start, end}, "models": [...]}`, largest fall first."""
     a_lo, a_hi = time_range(
@@ -181,18 +206,17 @@ def regressions(
         whole_days=True,
     )
     rows = call_service(
-        service.regressions,
+        fleet.regressions,
         db_session=db_session,
         before_start=b_lo,
         before_end=b_hi,
         after_start=a_lo,
         after_end=a_hi,
         limit=limit,
-        owner=_team(team, owner),
-        labels=parse_labels(label),
+        **q.filters(),
     )
     rows = [{**r, "team": r.get("owner")} for r in rows]
-    if format == "csv":
+    if q.format == "csv":
         cols = ["model", "team", "ett_pct_before", "ett_pct_after", "delta_pp", "driver"]
         cols += ["driver_share_pp", "lost_gpu_h_after", "wall_gpu_h_after"]
         return csv_response(rows, cols, "regressions.csv")
@@ -224,31 +248,20 @@ _FAILURE_COLS = [
     responses=CSV_JSON,
 )
 def failures(
-    _auth: ReadAccess,
-    db_session: SessionDep,
-    start: str | None = Start,
-    end: str | None = End,
-    bucket: Literal["day", "week", "month"] = Bucket,
-    model: str | None = ModelQ,
-    team: str | None = TeamQ,
-    owner: str | None = OwnerAliasQ,
-    label: list[str] | None = LabelQ,
-    format: Literal["json", "csv"] = Format,
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[FleetSeries, Depends()]
 ) -> Any:
     """`{"series": [{"bucket", "failures", "nof_by_kind", "attempts_per_job", ...}], "total"}`."""
-    lo, hi = time_range(start, end, bucket=bucket, whole_days=True)
+    lo, hi = q.range()
     answer = call_service(
-        service.failure_series,
+        fleet.failure_series,
         db_session=db_session,
         start=lo,
         end=hi,
-        bucket=bucket,
-        model=model,
-        owner=_team(team, owner),
-        labels=parse_labels(label),
+        bucket=q.bucket,
+        **q.filters(),
     )
     answer = {**answer, "start": lo, "end": hi}
-    if format == "csv":
+    if q.format == "csv":
         return _series_csv(answer, _FAILURE_COLS, "failures.csv")
     return with_rfc3339(answer)
 
@@ -260,25 +273,17 @@ def failures(
     responses=CSV_JSON,
 )
 def failures_by_model(
-    _auth: ReadAccess,
-    db_session: SessionDep,
-    start: str | None = Start,
-    end: str | None = End,
-    team: str | None = TeamQ,
-    owner: str | None = OwnerAliasQ,
-    label: list[str] | None = LabelQ,
-    format: Literal["json", "csv"] = Format,
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[FleetRange, Depends()]
 ) -> Any:
     """`{"start", "end", "models": [{"model", "failures", "nof_by_kind", ...}]}`."""
-    lo, hi = time_range(start, end, whole_days=True)
+    lo, hi = q.range()
     rows = call_service(
-        service.failures_by_model,
+        fleet.failures_by_model,
         db_session=db_session,
         start=lo,
         end=hi,
-        owner=_team(team, owner),
-        labels=parse_labels(label),
+        **q.filters(),
     )
-    if format == "csv":
+    if q.format == "csv":
         return csv_response(rows, ["model", *_FAILURE_COLS], "failures-by-model.csv")
     return with_rfc3339({"start": lo, "end": hi, "models": rows})

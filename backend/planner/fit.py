@@ -18,6 +18,7 @@ from typing import Any
 from backend.ett.catalogue import FAILURE_KINDS
 from backend.metrics import core as metrics
 from backend.planner.model import COLD_PARTS, HOUR_S, RECOVERY_PARTS, ModelInputs
+from backend.timefmt import DAY_S
 
 # (start, end, attempt, component, phase), as JobInterval rows hold them.
 IntervalRow = tuple[float, float, int | None, str, str | None]
@@ -26,7 +27,6 @@ MIN_JOBS = 5
 MIN_FAILURES = 5
 MIN_SAVES = 3
 DEFAULT_HALF_LIFE_DAYS = 14.0
-DAY_S = 86400.0
 
 
 @dataclass(frozen=True)

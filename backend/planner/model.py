@@ -21,38 +21,25 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from backend.ett.catalogue import LOST_COMPONENTS, STARTUP_COMPONENTS, WASTE_KINDS, resolve_phase
+
 HOUR_S = 3600.0
-# Start-up components a cold start is made of (SPEC section 4, Level 2).
-COLD_PARTS: tuple[str, ...] = ("scheduling", "hardware_setup", "trainer_init", "pt2_compile")
+# Start-up components a cold start is made of (SPEC section 4, Level 2): the catalogue's.
+COLD_PARTS: tuple[str, ...] = STARTUP_COMPONENTS
 # What a recovery repeats, plus what only a recovery pays: the failed attempt's teardown and the
 # checkpoint restore. Replay is modelled separately (UTT).
 RECOVERY_PARTS: tuple[str, ...] = ("teardown", *COLD_PARTS, "checkpoint_restore")
 # Levers a what-if can cut: each start-up component (cold and recovery together), the recovery-only
 # parts, the in-loop stalls and the final shutdown.
 LEVERS: tuple[str, ...] = (*COLD_PARTS, "teardown", "checkpoint_restore", "stalled", "shutdown")
-# Where each term of lost time lands among the Level-2 components.
+# Where each term of lost time lands among the Level-2 components: a component is its own term;
+# the recovery-only parts and the waste kinds land where the catalogue puts them.
 PART_COMPONENT: dict[str, str] = {
-    "scheduling": "scheduling",
+    **{c: c for c in LOST_COMPONENTS},
     "teardown": "scheduling",
-    "hardware_setup": "hardware_setup",
-    "trainer_init": "trainer_init",
-    "checkpoint_restore": "trainer_init",
-    "pt2_compile": "pt2_compile",
-    "replay": "wasted_training",
-    "checkpoint_blocking": "wasted_training",
-    "stalled": "wasted_training",
-    "shutdown": "shutdown",
-    "unattributed": "unattributed",
+    "checkpoint_restore": resolve_phase("checkpoint_restore").component,
+    **dict.fromkeys(WASTE_KINDS, "wasted_training"),
 }
-LOST_COMPONENTS: tuple[str, ...] = (
-    "scheduling",
-    "hardware_setup",
-    "trainer_init",
-    "pt2_compile",
-    "wasted_training",
-    "shutdown",
-    "unattributed",
-)
 # Async checkpointing with a bulk staging copy cut blocking by 77% in the paper (Fig. 4).
 DEFAULT_STAGING_FRACTION = 0.23
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from backend.planner.model import (
     COLD_PARTS,
     DEFAULT_STAGING_FRACTION,
+    PART_COMPONENT,
     Change,
     ModelInputs,
     optimal_interval_s,
@@ -22,12 +23,9 @@ from backend.planner.model import (
 OwnerOf = Callable[[str, str | None], str]
 # Where each lever's owner is looked up in the owners mapping: (component, phase).
 LEVER_OWNER_KEY: dict[str, tuple[str, str | None]] = {
-    "scheduling": ("scheduling", None),
+    **{part: (part, None) for part in COLD_PARTS},  # a start-up component: its owner
     "teardown": ("scheduling", None),
-    "hardware_setup": ("hardware_setup", None),
-    "trainer_init": ("trainer_init", None),
-    "checkpoint_restore": ("trainer_init", "checkpoint_restore"),
-    "pt2_compile": ("pt2_compile", None),
+    "checkpoint_restore": (PART_COMPONENT["checkpoint_restore"], "checkpoint_restore"),
     "shutdown": ("shutdown", None),
     "stalled": ("wasted_training", "stalled"),
     "checkpoint": ("wasted_training", "checkpoint_blocking"),
@@ -134,7 +132,7 @@ def standard_what_ifs(
             continue
         change = to_p25_change(inputs, lever, p25[lever])
         if change is not None:
-            label = LEVER_LABELS.get(lever, lever)
+            label = LEVER_LABELS.get(lever) or lever.replace("_", " ").capitalize()
             out.append(
                 WhatIf(f"{lever}_to_fleet_p25", f"{label} to the fleet's p25", lever, change)
             )

@@ -9,7 +9,7 @@ import typer
 from backend.config import get_settings
 
 
-def recompute(
+def recompute_command(
     job: Annotated[
         list[str] | None, typer.Option("--job", "-j", help="Job id to rebuild (repeatable).")
     ] = None,
@@ -22,7 +22,7 @@ def recompute(
     (docs/ACCOUNTING.md): it rebuilds every stored answer with a progress bar.
     """
     from backend.db import Database
-    from backend.results import recompute as service
+    from backend.results import recompute
 
     if job and all_jobs:
         typer.secho("error: give --job or --all, not both", fg=typer.colors.RED, err=True)
@@ -33,14 +33,14 @@ def recompute(
         with db.session() as s:
             if all_jobs or job:
                 ids = sorted(set(job)) if job else None
-                done = service.recompute_all(
+                done = recompute.recompute_all(
                     db_session=s, settings=settings, job_ids=ids, progress=progress
                 )
                 missing = len(ids) - done if ids else 0
             else:
                 done = 0
                 while True:
-                    n = service.recompute_dirty(db_session=s, settings=settings, limit=500)
+                    n = recompute.recompute_dirty(db_session=s, settings=settings, limit=500)
                     done += n
                     if n == 0:
                         break

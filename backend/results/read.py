@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -9,9 +10,15 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
+from backend.db import describe_error
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Job, Model
 from backend.results.recompute import compute
+
+
+class Uncomputable(ValueError):
+    """A job that cannot be computed into an answer; the message says why (REST answers 422)."""
+
 
 SORTS: dict[str, Any] = {
     "ett_pct": JobResult.ett_pct,
@@ -51,14 +58,21 @@ def job_ett(
     fmt: Callable[[float], Any] | None = None,
     now: float | None = None,
 ) -> dict[str, Any] | None:
-    """One job's full answer: stored when fresh, else computed live from raw events (not stored)."""
+    """One job's full answer: stored when fresh, else computed live from raw events (not stored).
+
+    Raises Uncomputable when the job's stored events cannot be read back; any other error is
+    a bug and is raised as it is.
+    """
     fmt = fmt or (lambda t: t)
     job = db_session.get(Job, job_id)
     row = db_session.get(JobResult, job_id)
     if job is None and row is None:
         return None
     if row is None or row.provisional or (job is not None and job.dirty):
-        result = compute(db_session=db_session, job_id=job_id, settings=settings, now=now)
+        try:
+            result = compute(db_session=db_session, job_id=job_id, settings=settings, now=now)
+        except json.JSONDecodeError as err:
+            raise Uncomputable(describe_error(err)) from err
         if result is None:
             return None
         return result.to_dict(time_format=fmt)

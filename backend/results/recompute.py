@@ -29,6 +29,7 @@ from backend.fleet.rollups import refresh_job_rollups
 from backend.health import RECOMPUTE_FAILURES
 from backend.jobs import quarantine
 from backend.jobs.models import Job, JobQuarantine
+from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 from backend.workers import PeriodicWorker
 
 log = logging.getLogger("ett.recompute")
@@ -67,8 +68,8 @@ def compute(
     return compute_job(
         events,
         now=time.time() if now is None else now,
-        heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else 300.0,
-        abandon_timeout_s=settings.abandon_timeout_s if settings else 3600.0,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else HEARTBEAT_TIMEOUT_S,
+        abandon_timeout_s=settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
         custom_phases=custom_phases,
     )
 

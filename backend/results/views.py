@@ -6,10 +6,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 
 from backend.auth.deps import ReadAccess
-from backend.db import describe_error
 from backend.deps import SessionDep, SettingsDep
 from backend.jobs import quarantine
 from backend.params import (
@@ -22,7 +20,8 @@ from backend.params import (
     round_number,
     start_query,
 )
-from backend.results import read as service
+from backend.results import read
+from backend.results.schemas import JobEtt, JobPage, JobSummary, JobUncomputable
 from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
@@ -40,39 +39,6 @@ SortKey = Literal[
     "e2e_s",
     "-e2e_s",
 ]
-
-
-class JobSummary(BaseModel):
-    """One row of the job list."""
-
-    job_id: str
-    model: str | None
-    team: str | None = Field(description="the team that owns the job's model (label owner first)")
-    owner: str | None = Field(description="deprecated: the same as team", deprecated=True)
-    labels: dict[str, Any]
-    gpus: int
-    status: str
-    provisional: bool
-    submitted_at: str | None
-    ended_at: str | None
-    e2e_s: float
-    effective_s: float
-    ett_pct: float
-    gpu_hours_lost: float = Field(description="GPU-hours lost")
-    nof: int
-    tts_s: float
-    recovery_s: float
-
-
-class JobPage(BaseModel):
-    """A page of jobs and the total that matched."""
-
-    total: int
-    limit: int
-    offset: int
-    start: str | None = Field(None, description="the range asked for (jobs overlapping it)")
-    end: str | None = None
-    jobs: list[JobSummary]
 
 
 @router.get("/jobs", response_model=JobPage)
@@ -101,7 +67,7 @@ def list_jobs(
     lo, hi = parse_time_param(start, "start"), parse_time_param(end, "end")
     if lo is not None and hi is not None and lo >= hi:
         raise HTTPException(422, "start must be before end")
-    rows, total = service.list_jobs(
+    rows, total = read.list_jobs(
         db_session=db_session,
         model=model,
         owner=pick_alias("team", team, "owner", owner),
@@ -131,7 +97,14 @@ def list_jobs(
     )
 
 
-@router.get("/jobs/{job_id:path}/ett")
+@router.get(
+    "/jobs/{job_id:path}/ett",
+    response_model=JobEtt,
+    responses={
+        404: {"description": "no events were ingested for the job"},
+        422: {"model": JobUncomputable, "description": "nothing could be computed for the job"},
+    },
+)
 def get_job_ett(
     job_id: str, db_session: SessionDep, settings: SettingsDep, _access: ReadAccess
 ) -> Any:
@@ -141,11 +114,11 @@ def get_job_ett(
     422 when nothing could be computed for it).
     """
     try:
-        doc = service.job_ett(db_session=db_session, job_id=job_id, settings=settings, fmt=rfc3339)
-    except Exception as err:  # noqa: BLE001 - an uncomputable job is a 422, never a 500
+        doc = read.job_ett(db_session=db_session, job_id=job_id, settings=settings, fmt=rfc3339)
+    except read.Uncomputable as err:
         db_session.rollback()
         held = quarantine.status(db_session=db_session, job_id=job_id)
-        error = held["error"] if held else describe_error(err)
+        error = held["error"] if held else str(err)
         return JSONResponse(
             status_code=422,
             content={

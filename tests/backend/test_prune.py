@@ -20,7 +20,7 @@ from backend.ett.models import JobResult
 from backend.events import retention
 from backend.events.models import RawEvent
 from backend.jobs.models import Job
-from backend.results import recompute as service
+from backend.results import recompute
 from ingest.service import ingest_batch
 from tests.backend.alerts.fleet import job_events
 from tests.conftest import DIALECTS, database_at
@@ -77,7 +77,7 @@ def _ingest_at_0010(url: str) -> None:
 
 def _recompute_all(db: Database) -> None:
     with db.session() as s:
-        service.recompute_all(db_session=s, progress=False, now=NOW)
+        recompute.recompute_all(db_session=s, progress=False, now=NOW)
 
 
 def _results(db: Database) -> dict[str, tuple[Any, ...]]:
@@ -167,7 +167,7 @@ def test_prune_drops_finished_and_keeps_stragglers(db_at_0010: Database) -> None
         assert after[job_id] == before[job_id]
     assert _rollup_rows(db) == rollups
     with db.session() as s:
-        service.recompute_job(db_session=s, job_id="jan-a", now=NOW)
+        recompute.recompute_job(db_session=s, job_id="jan-a", now=NOW)
         s.commit()
     assert _results(db)["jan-a"] == before["jan-a"]
 
@@ -217,7 +217,7 @@ def test_worker_path_keeps_pruned_rollups_and_default_rows_move(db_at_0010: Data
     before, rollups = _results(db), _rollup_rows(db)
     with db.session() as s:  # the worker's batch path: recompute_jobs + one rollup refresh
         s.execute(text("UPDATE jobs SET dirty = true"))
-        service.recompute_jobs(db_session=s, job_ids=list(before), now=NOW)
+        recompute.recompute_jobs(db_session=s, job_ids=list(before), now=NOW)
         s.commit()
     assert _results(db) == before and _rollup_rows(db) == rollups
     if db.engine.dialect.name != "postgresql":

@@ -16,7 +16,7 @@ from backend.ett.models import JobResult
 from backend.events.models import RawEvent
 from backend.events.retention import month_of
 from backend.jobs.models import Job, JobQuarantine
-from backend.results import recompute as service
+from backend.results import recompute
 from tests.conftest import post_events
 
 T0 = 1_780_000_000.0
@@ -136,11 +136,11 @@ def test_200_poison_jobs_do_not_stop_a_good_one(database, caplog) -> None:
         caplog.set_level(logging.DEBUG, logger="ett")
         now = T0 + 1000
         with database.session() as s:
-            service.recompute_dirty(db_session=s, settings=settings, limit=200, now=now)
+            recompute.recompute_dirty(db_session=s, settings=settings, limit=200, now=now)
             assert s.get(JobResult, "good") is None  # not in the first batch of 200
             # The next pass skips the 200 quarantined jobs: the good one is computed.
             assert (
-                service.recompute_dirty(db_session=s, settings=settings, limit=200, now=now + 1)
+                recompute.recompute_dirty(db_session=s, settings=settings, limit=200, now=now + 1)
                 == 1
             )
             assert s.get(JobResult, "good") is not None
@@ -165,13 +165,13 @@ def test_quarantine_backoff_and_release(database, caplog) -> None:
     try:
         _store_behind_ingest(database, {"poison-1": _good_job("poison-1")})
         with database.session() as s:
-            service.recompute_dirty(db_session=s, settings=settings, now=now)
-            service.recompute_dirty(db_session=s, settings=settings, now=now + 29)
+            recompute.recompute_dirty(db_session=s, settings=settings, now=now)
+            recompute.recompute_dirty(db_session=s, settings=settings, now=now + 29)
             assert s.get(JobQuarantine, "poison-1").failures == 1
-            service.recompute_dirty(db_session=s, settings=settings, now=now + 31)
+            recompute.recompute_dirty(db_session=s, settings=settings, now=now + 31)
             q = s.get(JobQuarantine, "poison-1")
             assert q.failures == 2 and q.retry_at == now + 31 + 60
-            service.recompute_dirty(db_session=s, settings=settings, now=now + 200)
+            recompute.recompute_dirty(db_session=s, settings=settings, now=now + 200)
             q = s.get(JobQuarantine, "poison-1")
             assert q.failures == 3 and q.retry_at == now + 200 + 100  # capped
         lines = [r.getMessage() for r in caplog.records if "poison-1" in r.getMessage()]
@@ -180,7 +180,7 @@ def test_quarantine_backoff_and_release(database, caplog) -> None:
     finally:
         _drop_poison_trigger(database)
     with database.session() as s:  # it computes now: out of quarantine, one more line
-        service.recompute_dirty(db_session=s, settings=settings, now=now + 10_000)
+        recompute.recompute_dirty(db_session=s, settings=settings, now=now + 10_000)
         assert s.get(JobQuarantine, "poison-1") is None
         assert s.get(JobResult, "poison-1") is not None
     lines = [r.getMessage() for r in caplog.records if "poison-1" in r.getMessage()]
@@ -202,7 +202,7 @@ def test_uncomputable_job_answers_422_with_its_error_and_quarantine(
     job_id = bad[0]["job_id"]
     _store_behind_ingest(database, {job_id: bad})
     with database.session() as s:
-        service.recompute_dirty(db_session=s, settings=settings, now=T0)
+        recompute.recompute_dirty(db_session=s, settings=settings, now=T0)
         q = s.get(JobQuarantine, job_id)
     _drop_poison_trigger(database)
     assert q is not None and q.failures == 1
@@ -239,7 +239,7 @@ def test_job_page_shows_the_quarantine(database, settings) -> None:
     job_id = bad[0]["job_id"]
     _store_behind_ingest(database, {job_id: bad})
     with database.session() as s:
-        service.recompute_dirty(db_session=s, settings=settings, now=T0)
+        recompute.recompute_dirty(db_session=s, settings=settings, now=T0)
         error = s.get(JobQuarantine, job_id).error
     _drop_poison_trigger(database)
     with dashboard_request(settings, database):
@@ -254,9 +254,9 @@ def test_ett_recompute_takes_a_fixed_job_out_of_quarantine(database, settings) -
     _poison_trigger(database)
     _store_behind_ingest(database, {"poison-r": _good_job("poison-r")})
     with database.session() as s:
-        service.recompute_dirty(db_session=s, settings=settings, now=T0)
+        recompute.recompute_dirty(db_session=s, settings=settings, now=T0)
         assert s.get(JobQuarantine, "poison-r") is not None
     _drop_poison_trigger(database)
     with database.session() as s:
-        assert service.recompute_all(db_session=s, settings=settings, progress=False) == 1
+        assert recompute.recompute_all(db_session=s, settings=settings, progress=False) == 1
         assert s.get(JobQuarantine, "poison-r") is None

@@ -12,7 +12,7 @@ from backend import migrate
 from backend.db import Database
 from backend.ett.models import JobResult
 from backend.results.recompute import count_dirty
-from tests.backend.ett.test_ett_service import short_job
+from tests.backend.results.test_recompute_and_jobs_api import short_job
 from tests.cluster import Cluster, EttProcess, ett
 from tests.trainer_agent.live_server import free_port
 

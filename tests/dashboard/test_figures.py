@@ -31,6 +31,30 @@ def test_palette_gives_every_component_one_distinct_colour() -> None:
     assert component_color("pt2_compile") == COMPONENT_COLORS["pt2_compile"]
 
 
+def _is_red(color: str) -> bool:
+    import colorsys
+
+    r, g, b = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    hue, light, sat = colorsys.rgb_to_hls(r, g, b)
+    return sat > 0.4 and 0.15 < light < 0.85 and (hue < 15 / 360 or hue > 345 / 360)
+
+
+def test_a_component_or_kind_the_catalogue_gains_gets_a_colour_and_a_label() -> None:
+    """The palette follows the catalogue: a new name takes a spare hue, never red or taken."""
+    from dashboard import palette
+
+    grown = palette._every(("data_loading", *COMPONENTS), palette._COMPONENT_COLORS)
+    assert list(grown)[1:] == list(COMPONENTS) and grown["pt2_compile"] == "#ff7f0e"
+    assert grown["data_loading"] in palette.SPARE_COLORS
+    assert len(set(grown.values())) == len(grown)
+    kinds = palette._every((*FAILURE_KINDS, "a", "b"), palette._FAILURE_COLORS)
+    assert len(set(kinds.values())) == len(kinds)
+    every = [*COMPONENT_COLORS.values(), *FAILURE_COLORS.values(), *palette.SPARE_COLORS]
+    assert not [c for c in every if _is_red(c)] and _is_red(palette.BAD_COLOR)
+    assert palette.COMPONENT_LABELS["hardware_setup"] == "Hardware setup"
+    assert list(palette.COMPONENT_LABELS) == list(COMPONENTS)
+
+
 def test_owner_colours_are_stable_whatever_the_order() -> None:
     a = owner_colors(["data", "checkpoint", "compiler", "other"])
     b = owner_colors(["compiler", "data", "checkpoint"])

@@ -62,3 +62,11 @@ def test_openapi_body_is_typed_by_event_type(client) -> None:
     assert set(progress["required"]) >= {"start", "end", "cursor_start", "cursor_end", "steps"}
     assert "$ref" not in str(body)
     assert "/api/v1/schema/events" in spec["paths"]
+
+
+def test_the_engine_orders_and_times_every_wire_type() -> None:
+    """A type ingest accepts and the engine does not know would be set aside as unknown."""
+    from backend.ett.timeline import _TIME_FIELD, TYPE_RANK
+
+    assert set(TYPE_RANK) == set(EVENT_TYPES) == set(_TIME_FIELD)
+    assert len(set(TYPE_RANK.values())) == len(TYPE_RANK)

@@ -258,3 +258,40 @@ def test_push_to_real_alertmanager_routes_by_owner(alertmanager) -> None:
     got = am.receiver.wait_for("/am/checkpoint", 2, timeout=15)
     assert got[-1].body["status"] == "resolved"
     assert got[-1].body["alerts"][0]["status"] == "resolved"
+
+
+def test_channel_kinds_are_the_senders_table() -> None:
+    """SENDERS is the one list of kinds: the SLO file's ChannelSpec, the counter and the docs agree."""
+    from pathlib import Path
+
+    from backend.alerts.delivery import CHANNEL_KINDS, SENDERS
+    from backend.alerts.slos import ChannelSpec
+    from backend.health import ALERT_DELIVERIES
+
+    assert tuple(SENDERS) == CHANNEL_KINDS and len(SENDERS) >= 4
+    assert ChannelSpec.model_json_schema()["properties"]["kind"]["enum"] == list(SENDERS)
+    counted = {s.labels["channel"] for m in ALERT_DELIVERIES.collect() for s in m.samples}
+    assert counted >= set(SENDERS)
+    alerts_md = (Path(__file__).resolve().parents[3] / "docs" / "ALERTS.md").read_text()
+    delivery = alerts_md.split("## Delivery", 1)[1].split("\n## ", 1)[0]
+    documented = {line.split("`")[1] for line in delivery.splitlines() if line.startswith("| `")}
+    assert documented == set(SENDERS)
+
+
+def test_a_new_kind_is_one_sender(monkeypatch) -> None:
+    """A sender added to the table is what delivery calls for its kind, with retries as any other."""
+    from backend.alerts import delivery
+
+    calls: list[tuple[str, int]] = []
+
+    def send_pager(channel, messages, *, client, timeout, external_url) -> int:
+        calls.append((channel.target, len(messages)))
+        if len(calls) == 1:
+            raise delivery._Transient("HTTP 503: busy", 503)
+        return 202
+
+    monkeypatch.setitem(delivery.SENDERS, "pager", send_pager)
+    channel = Channel(kind="pager", target="svc-key", owner="scheduler")  # type: ignore[arg-type]
+    result = deliver_channel(channel, [_message()], policy=FAST, sleep=lambda _s: None)
+    assert result.ok and [a.outcome for a in result.attempts] == ["retry", "delivered"]
+    assert calls == [("svc-key", 1), ("svc-key", 1)] and result.attempts[-1].status_code == 202

@@ -285,7 +285,7 @@ def test_recompute_queue_lag_and_failures(
     from sqlalchemy import update
 
     from backend.jobs.models import Job
-    from backend.results import recompute as ett_service
+    from backend.results import recompute
 
     with database.session() as s:
         s.execute(
@@ -299,9 +299,9 @@ def test_recompute_queue_lag_and_failures(
     def broken(**_kw: Any) -> Any:
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(ett_service, "compute", broken)
+    monkeypatch.setattr(recompute, "compute", broken)
     with database.session() as s:
-        assert ett_service.recompute_dirty(db_session=s, settings=settings) == 0
+        assert recompute.recompute_dirty(db_session=s, settings=settings) == 0
     after = scrape(client)
     assert (
         total(after, "ett_recompute_failures_total")

@@ -35,6 +35,32 @@ def test_defaults_follow_the_spec_catalogue() -> None:
     assert res.system("pt2_compile", "pt2_compile") == "pt2 compiler"
 
 
+# Components no team owns by design: effective training is not lost time, and unattributed time
+# is, by definition, time nobody claimed. Every other component needs a default owner.
+NO_OWNER = {"effective_training", "unattributed"}
+
+
+def test_every_component_and_phase_has_a_default_owner() -> None:
+    """A component missing from default_owners.yaml would silently become 'unowned'."""
+    import yaml
+
+    from backend.ett.catalogue import CATALOGUE, COMPONENTS, WASTE_KINDS
+
+    raw = yaml.safe_load(DEFAULT_FILE.read_text())
+    assert list(raw["components"]) == list(COMPONENTS)  # each one written, in catalogue order
+    res = Resolver(load_file(DEFAULT_FILE))
+    for component in COMPONENTS:
+        owner, system = res.owner(component, None), res.system(component, None)
+        if component in NO_OWNER:
+            assert (owner, system) == ("unowned", "unowned"), component
+        else:
+            assert "unowned" not in (owner, system), component
+    for entry in CATALOGUE:  # the catalogue's owner of each phase is the default file's
+        assert res.owner(entry.component, entry.phase) == entry.owner, entry
+    for kind in WASTE_KINDS:
+        assert res.owner("wasted_training", kind) != "unowned", kind
+
+
 def test_most_specific_phase_entry_wins() -> None:
     mapping = parse_document(
         {

@@ -246,3 +246,21 @@ def test_kokolis_published_numbers():
     assert kokolis_expected_ettr(16_384 / 8, 6.50e-3, 5 * MIN, 5 * MIN, 0.0) == pytest.approx(
         0.93, abs=0.005
     )
+
+
+def test_the_planner_s_parts_are_the_catalogue_s_components():
+    """A component added to the catalogue is a cold-start part and a lever without a planner edit."""
+    from backend.ett import catalogue
+    from backend.owners.mapping import DEFAULT_FILE, Resolver, load_file
+    from backend.planner import model, whatif
+
+    assert model.COLD_PARTS == catalogue.STARTUP_COMPONENTS == catalogue.COMPONENTS[:4]
+    assert model.LOST_COMPONENTS == catalogue.LOST_COMPONENTS
+    assert "effective_training" not in model.LOST_COMPONENTS
+    assert set(model.LEVERS) >= set(catalogue.STARTUP_COMPONENTS)
+    for part, component in model.PART_COMPONENT.items():
+        assert component in catalogue.LOST_COMPONENTS, part
+    owners = Resolver(load_file(DEFAULT_FILE))
+    for lever in model.LEVERS:  # every lever has a team to hand the opportunity to
+        component, phase = whatif.LEVER_OWNER_KEY[lever]
+        assert owners.owner(component, phase) != "unowned", lever

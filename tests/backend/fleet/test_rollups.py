@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from backend.ett.models import JobInterval, JobResult
-from backend.fleet import rollups as service
+from backend.fleet import rollups
 from backend.fleet.models import FleetDayRollup, FleetDayTotal, FleetFailure, FleetJob
 from backend.fleet.rollups import job_facts
 from tests.backend.fleet.fleet_jobs import D0, job_a, job_b
@@ -60,13 +60,13 @@ def test_incremental_equals_rebuild_after_changes(post: Any, database: Any) -> N
         s.execute(
             delete(JobInterval).where(JobInterval.job_id == "job-b", JobInterval.start >= D0 + 2200)
         )
-        service.refresh_job_rollups(db_session=s, job_ids=["job-b"])
+        rollups.refresh_job_rollups(db_session=s, job_ids=["job-b"])
         s.commit()
         after = snapshot(s)
         assert not any(k[1] == "m-b" for k in after)
         assert after[(D0, "m-z", "effective_training", "")] == (1000.0, 4000.0)
         assert s.scalar(select(FleetJob.model).where(FleetJob.job_id == "job-b")) == "m-z"
-        service.rebuild_rollups(db_session=s)
+        rollups.rebuild_rollups(db_session=s)
         s.commit()
         assert snapshot(s) == after
 
@@ -77,7 +77,7 @@ def test_removed_result_removes_contribution(post: Any, database: Any) -> None:
         assert s.scalar(select(FleetFailure.kind)) == "preemption"
         s.execute(delete(JobInterval).where(JobInterval.job_id == "job-b"))
         s.execute(delete(JobResult).where(JobResult.job_id == "job-b"))
-        service.refresh_job_rollups(db_session=s, job_ids=["job-b"])
+        rollups.refresh_job_rollups(db_session=s, job_ids=["job-b"])
         s.commit()
         assert snapshot(s) == {}
         assert s.scalar(select(FleetFailure.kind)) is None

@@ -15,7 +15,7 @@ from backend.jobs.models import Job
 from backend.results import recompute
 from backend.workers import PeriodicWorker
 from ingest import service as ingest_service
-from tests.backend.ett.test_ett_service import short_job
+from tests.backend.results.test_recompute_and_jobs_api import short_job
 
 
 def _ingest(database: Database, *job_ids: str) -> None:

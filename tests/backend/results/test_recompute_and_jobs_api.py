@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from backend.config import get_settings
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Attempt, Job
-from backend.results import recompute as service
+from backend.results import recompute
 from backend.timefmt import rfc3339
 from tests.backend.ett.builders import JobEvents, M
 
@@ -116,8 +116,8 @@ def test_recompute_is_idempotent_and_follows_new_events(database, post):
     j = short_job("j1", "m", 40)
     ok(post(j.events))
     with database.session() as s:
-        assert service.recompute_all(db_session=s, progress=False) == 1
-        assert service.recompute_all(db_session=s, progress=False) == 1
+        assert recompute.recompute_all(db_session=s, progress=False) == 1
+        assert recompute.recompute_all(db_session=s, progress=False) == 1
         n = s.scalar(
             select(func.count()).select_from(JobInterval).where(JobInterval.job_id == "j1")
         )
@@ -144,9 +144,9 @@ def test_recompute_dirty_drains_marks(database, post):
         s.execute(update(Job).values(dirty=True))
         s.execute(update(JobResult).values(effective_s=-1.0))
         s.commit()
-        assert service.count_dirty(db_session=s) == 1
-        assert service.recompute_dirty(db_session=s, limit=10) == 1
-        assert service.count_dirty(db_session=s) == 0
+        assert recompute.count_dirty(db_session=s) == 1
+        assert recompute.recompute_dirty(db_session=s, limit=10) == 1
+        assert recompute.count_dirty(db_session=s) == 0
         assert s.get(JobResult, "a").effective_s == pytest.approx(10)
 
 
@@ -198,8 +198,8 @@ def test_worker_drains_in_the_background(database, settings):
 
         ingest_service.ingest_batch(db_session=s, events=ok_job.events, token=None)
         s.commit()
-        assert service.count_dirty(db_session=s) == 1
-    worker = service.make_recompute_worker(settings, database)
+        assert recompute.count_dirty(db_session=s) == 1
+    worker = recompute.make_recompute_worker(settings, database)
     worker.interval_s = 0.05
     assert worker.name == "recompute"
     worker.start()
@@ -215,7 +215,7 @@ def test_worker_drains_in_the_background(database, settings):
     assert not worker.is_alive()
     with database.session() as s:
         assert s.get(JobResult, "bg").effective_s == pytest.approx(30)
-        assert service.count_dirty(db_session=s) == 0
+        assert recompute.count_dirty(db_session=s) == 0
 
 
 def test_cli_recompute(database, post, monkeypatch):
@@ -253,7 +253,7 @@ def test_stored_answer_equals_live_computation(client, post, database, settings)
     assert stored.pop("quarantine") is None  # the REST answer's own field (issue 12)
     with database.session() as s:
         assert s.get(Job, "twin").dirty is False
-        live = service.compute(db_session=s, job_id="twin", settings=settings)
+        live = recompute.compute(db_session=s, job_id="twin", settings=settings)
     assert live is not None
     assert stored == live.to_dict(time_format=rfc3339)
     assert stored["l1"]["failures"][0]["ts"] == rfc3339(T0 + 150 * M)
@@ -267,12 +267,14 @@ def test_stale_open_jobs_are_marked_for_refresh(database, post):
     ok(post(j.events))
     with database.session() as s:
         assert s.get(JobResult, "open").provisional is True
-        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=time.time()) == 0
-        marked = service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=time.time() + 120)
+        assert recompute.mark_stale_open_jobs(db_session=s, older_than_s=60, now=time.time()) == 0
+        marked = recompute.mark_stale_open_jobs(
+            db_session=s, older_than_s=60, now=time.time() + 120
+        )
         s.commit()
-        assert marked == 1 and service.count_dirty(db_session=s) == 1
-        assert service.recompute_dirty(db_session=s) == 1
-        assert service.count_dirty(db_session=s) == 0
+        assert marked == 1 and recompute.count_dirty(db_session=s) == 1
+        assert recompute.recompute_dirty(db_session=s) == 1
+        assert recompute.count_dirty(db_session=s) == 0
 
 
 def test_job_ids_with_slashes_are_reachable(client, post):
@@ -294,16 +296,16 @@ def test_dead_trainer_job_is_abandoned_by_the_open_job_sweep(client, post, datab
     with database.session() as s:
         assert s.get(JobResult, "dead").provisional is True
         later = time.time() + 120  # the trainer has now been silent 220 s > 150 s
-        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later) == 1
+        assert recompute.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later) == 1
         s.commit()
-        assert service.recompute_dirty(db_session=s, settings=short, now=later) == 1
+        assert recompute.recompute_dirty(db_session=s, settings=short, now=later) == 1
         row = s.get(JobResult, "dead")
         assert row.provisional is False and row.status == "abandoned"
         assert row.ended_at == pytest.approx(last) and row.ett_pct == pytest.approx(75)
         assert row.result["abandoned"] is True
         assert "abandoned" in {w["code"] for w in row.result["warnings"]}
         # no longer provisional: the sweep leaves it alone, so its ETT% stops moving
-        assert service.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later + 3600) == 0
+        assert recompute.mark_stale_open_jobs(db_session=s, older_than_s=60, now=later + 3600) == 0
     # a later event reopens it
     j.heartbeat(0, time.time())
     ok(post(j.events[-1:]))
