@@ -36,6 +36,58 @@ FAILURE_KINDS: tuple[str, ...] = ("preemption", "app_error", "infra", "induced",
 
 
 @dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How one `job_ended.status` is read: the job's status and the failure it implies.
+
+    `failure_kind` is the kind of the failure a job ending so has in its last attempt when that
+    attempt reported none (None: the status is no failure); `inferred` says whether that kind
+    is a guess (plain `failed` names no cause). Issue 27 adds the cause, domain and planned
+    columns to this one table.
+    """
+
+    status: str
+    failure_kind: str | None
+    inferred: bool
+    meaning: str
+
+
+# Every status a job_ended may carry (the wire protocol's list, docs/PROTOCOL.md), in order.
+JOB_ENDS: dict[str, JobEnd] = {
+    e.status: e
+    for e in (
+        JobEnd("succeeded", None, False, "the job finished its work"),
+        JobEnd("failed", "unknown", True, "the job failed; the emitter names no cause"),
+        JobEnd("cancelled", None, False, "stopped on purpose (scancel, Ctrl-C): not a failure"),
+        JobEnd(
+            "preempted",
+            "preemption",
+            False,
+            "preempted by the scheduler for other work, and not requeued",
+        ),
+        JobEnd(
+            "timeout",
+            "app_error",
+            False,
+            "killed at the time limit the job asked for (SLURM TIMEOUT, DEADLINE)",
+        ),
+        JobEnd(
+            "node_failure",
+            "infra",
+            False,
+            "a node of its allocation failed (SLURM NODE_FAIL, BOOT_FAIL)",
+        ),
+        JobEnd(
+            "out_of_memory",
+            "app_error",
+            False,
+            "killed for using more memory than it was given (SLURM OUT_OF_MEMORY)",
+        ),
+    )
+}
+JOB_STATUSES: tuple[str, ...] = tuple(JOB_ENDS)
+
+
+@dataclass(frozen=True, slots=True)
 class PhaseEntry:
     """One catalogue row: a phase, the component it lands in, and the team that owns it."""
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from backend.ett.catalogue import Resolution, catalogue_rank, resolve_phase
-from backend.ett.timeline import Checkpoint, Span, Timeline, WarningLog, Window
+from backend.ett.timeline import AttemptInfo, Checkpoint, Span, Timeline, WarningLog, Window
 
 # A piece: (start, end, attempt, component, phase).
 Piece = tuple[float, float, int | None, str, str | None]
@@ -270,6 +270,14 @@ def phase_layer(spans: list[Span], resolve: Mapping[str, Resolution]) -> list[Pi
     return out
 
 
+def in_place_gap(info: AttemptInfo, i: int) -> str:
+    """Rule 4 between attempts: the wait for the next `attempt_started` is scheduling (queue
+    time), unless that attempt restarts in place (`in_place`): it got its capacity when the
+    previous attempt stopped, since that capacity was never released, so the wait is inside an
+    attempt before its first span, which is hardware_setup."""
+    return "hardware_setup" if info.in_place and i > 0 else "scheduling"
+
+
 def implicit_layer(tl: Timeline) -> list[Piece]:
     """Rule 4 (and 5 inside attempts): scheduling, hardware_setup, shutdown; a full cover."""
     out: list[Piece] = []
@@ -284,7 +292,8 @@ def implicit_layer(tl: Timeline) -> list[Piece]:
             end = attempts[i + 1].start
         end = max(end, start)
         if start > cur:
-            out.append((cur, start, info.attempt, "scheduling", "scheduling"))
+            gap = in_place_gap(info, i)
+            out.append((cur, start, info.attempt, gap, gap))
         setup_end = min(max(info.first_span, start), end)
         if setup_end > start:
             out.append((start, setup_end, info.attempt, "hardware_setup", "hardware_setup"))

@@ -26,8 +26,19 @@ from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
 
+# Open jobs' states, every job_ended status (backend.ett.catalogue.JOB_ENDS), abandoned, unknown.
 JobStatus = Literal[
-    "pending", "running", "succeeded", "failed", "cancelled", "abandoned", "unknown"
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "timeout",
+    "node_failure",
+    "out_of_memory",
+    "abandoned",
+    "unknown",
 ]
 SortKey = Literal[
     "ett_pct",
