@@ -6,6 +6,7 @@ must be what the ETT engine computed (GET /api/v1/jobs/{id}/ett).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -140,6 +141,7 @@ def test_job_that_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) 
     exported = (slurm.root / f"env-{job}").read_text().split()
     assert f"ETT_JOB_ID={ett_id(slurm, job)}" in exported, hook_log(hooks)
     assert "ETT_JOB_OWNER=scheduler" in exported
+    assert "ETT_ATTEMPT_BASE=0" in exported
 
 
 def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:
@@ -170,7 +172,7 @@ def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: Liv
     assert parse_time(got["submitted_at"]) == submit0  # the first submission, not the requeue
     assert parse_time(got["ended_at"]) == end
     attempts = got["attempts"]
-    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert [a["attempt"] for a in attempts] == [0, 1000]  # allocation 1 is attempt 1000
     assert parse_time(attempts[0]["started_at"]) == start0
     preempted_at = parse_time(attempts[0]["ended_at"])
     assert requeue_called <= preempted_at <= requeued_at
@@ -236,7 +238,7 @@ def test_node_failure_requeues_as_infra_failure(
     got = ett_result(live, ett_id(slurm, job), "succeeded")
 
     attempts = got["attempts"]
-    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert [a["attempt"] for a in attempts] == [0, 1000]
     assert parse_time(attempts[0]["started_at"]) == slurm_time(first["StartTime"])
     failed_at = parse_time(attempts[0]["ended_at"])
     assert down_called <= failed_at <= slurm_time(queued["SubmitTime"])
@@ -348,13 +350,13 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     for event in stored:
         by_type.setdefault(str(event["type"]), []).append(event)
     trainer_progress = {e["attempt"] for e in by_type.get("progress", [])}
-    assert trainer_progress == {0, 1}, "the trainer's progress did not reach the scheduler's job"
+    assert trainer_progress == {0, 1000}, "the trainer's progress did not reach the scheduler's job"
     # The scheduler owns the job's lifecycle: one submission, one end, from the hooks.
     assert [e["event_id"] for e in by_type["job_submitted"]] == [f"{ett_id(slurm, job)}:submitted"]
     assert [e["event_id"] for e in by_type["job_ended"]] == [f"{ett_id(slurm, job)}:job-ended"]
-    # Both sides number attempts alike (SLURM_RESTART_COUNT): two attempts, not three or four.
-    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0, 1}
-    assert [a["attempt"] for a in got["attempts"]] == [0, 1]
+    # Both sides number attempts alike (the allocation x 1000): two attempts, not three or four.
+    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0, 1000}
+    assert [a["attempt"] for a in got["attempts"]] == [0, 1000]
     assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(first["StartTime"])
     assert parse_time(got["attempts"][1]["started_at"]) == slurm_time(rec["StartTime"])
     assert [f["kind"] for f in got["l1"]["failures"]] == ["preemption"]
@@ -378,3 +380,120 @@ def test_job_cancelled_while_pending_is_all_queue(
     assert parse_time(got["ended_at"]) == slurm_time(rec["EndTime"])
     assert got["e2e_s"] >= 1.0
     assert got["components"].get("scheduling", 0.0) == pytest.approx(got["e2e_s"])
+
+
+TORCHRUN_WORKER = """
+import json, os, sys, time
+import trainer_agent
+agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)
+state = sys.argv[1]
+cursor = json.load(open(state)) if os.path.exists(state) else 0
+log = lambda what: print(f"worker attempt {agent.attempt} {what} at {time.time():.6f}", flush=True)
+in_place = os.environ.get("ETT_ATTEMPT_IN_PLACE") == "1"
+steps = 12 if agent.attempt == 0 else (10**6 if in_place else 15)
+for i in range(steps):
+    time.sleep(0.1)
+    if i == 0:
+        log("first step")
+    cursor += 1
+    agent.step(cursor)
+    json.dump(cursor, open(state, "w"))
+    if agent.attempt == 0 and i == steps - 1:
+        log("crashes")
+        raise RuntimeError("worker crash in attempt 0")
+assert agent.close(timeout=10), "events not delivered"
+"""
+
+
+def _times(output: str, what: str) -> dict[int, float]:
+    """The worker's logged instants of `what`, by attempt."""
+    found = re.findall(rf"worker attempt (\d+) {what} at (\d+\.\d+)", output)
+    return {int(a): float(t) for a, t in found}
+
+
+@pytest.mark.torch
+def test_torchrun_inside_sbatch_numbers_each_real_restart_once(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    """torchrun (trainer_agent.elastic) in an sbatch job with the SLURM hooks, as docs/AGENT.md
+    and docs/SLURM.md recommend together: one in-place group restart (a worker crash) and one
+    `scontrol requeue`. Three attempts (0, 1 in place, 1000 after the requeue), NoF 2 (one
+    app_error, one preemption), each TTR from its failure to the next attempt's first step, and
+    the in-place wait outside the queue time."""
+    pytest.importorskip("torch")
+    (slurm.root / "torchrun_worker.py").write_text(TORCHRUN_WORKER)
+    state = slurm.root / "torchrun-cursor.json"
+    state.unlink(missing_ok=True)
+    launcher = (
+        f"exec {sys.executable} -m trainer_agent.elastic --standalone --nproc-per-node 1 "
+        f"--max-restarts 2 --monitor-interval 0.2 {slurm.root}/torchrun_worker.py {state}"
+    )
+    env = (
+        f"--export=ALL,ETT_ENDPOINT={live.url},ETT_TOKEN={live.token},LOGLEVEL=INFO,"
+        f"ETT_SPOOL_DIR={slurm.root}/torchrun-spool"
+    )
+    job = slurm.sbatch(
+        launcher, "--comment=ett-model=slurm-torchrun", "--gpus=2", "--open-mode=append", env
+    )
+    out_file = slurm.root / "jobs" / f"{job}.out"
+    first = slurm.wait_job(job, ("RUNNING",))
+    deadline = time.monotonic() + 120
+    # Wait for the in-place restart (attempt 1) to train, then requeue the job.
+    while not any(
+        e["type"] == "progress" and e.get("attempt") == 1
+        for e in live.stored_events(ett_id(slurm, job))
+    ):
+        assert time.monotonic() < deadline, out_file.read_text()[-4000:]
+        time.sleep(0.3)
+    requeue_called = float(int(time.time()))
+    slurm.scontrol("requeue", job)
+    queued = slurm.wait_job(job, ("PENDING",), restarts=1, timeout_s=60)
+    slurm.start_requeued_now(job)
+    rec = slurm.wait_job(job, ("COMPLETED", "FAILED"), restarts=1, timeout_s=120)
+    output = out_file.read_text()
+    assert rec["JobState"] == "COMPLETED", output[-4000:]
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+
+    # The torchrun log: the launcher's group starts, the workers' first steps and the crash.
+    groups = re.findall(
+        r"worker group start (\d+) \(rendezvous round (\S+)\) at [\d.]+: "
+        r"attempt (\d+)( \(in place\))?",
+        output,
+    )
+    assert [(g[2], bool(g[3])) for g in groups] == [("0", False), ("1", True), ("1000", False)]
+    first_steps, crashes = _times(output, "first step"), _times(output, "crashes")
+    assert sorted(first_steps) == [0, 1, 1000] and list(crashes) == [0]
+
+    assert [a["attempt"] for a in got["attempts"]] == [0, 1, 1000]
+    start0 = slurm_time(first["StartTime"])
+    start1000, end = slurm_time(rec["StartTime"]), slurm_time(rec["EndTime"])
+    by = {a["attempt"]: a for a in got["attempts"]}
+    assert parse_time(by[0]["started_at"]) == start0  # SLURM's StartTime, not the process's
+    assert parse_time(by[1000]["started_at"]) == start1000
+    assert start0 < parse_time(by[1]["started_at"]) < slurm_time(queued["SubmitTime"])
+    assert parse_time(got["ended_at"]) == end
+    assert got["l1"]["nof"] == 2
+    assert {k: v for k, v in got["l1"]["nof_by_kind"].items() if v} == {
+        "app_error": 1,
+        "preemption": 1,
+    }
+    crash, requeued = got["l1"]["failures"]
+    assert crash["attempt"] == 0 and crash["kind"] == "app_error" and not crash["inferred"]
+    assert "worker crash in attempt 0" in crash["message"]
+    assert parse_time(crash["ts"]) == pytest.approx(crashes[0], abs=0.05)
+    assert requeued["attempt"] == 1 and requeued["kind"] == "preemption"
+    assert requeue_called - 1 <= parse_time(requeued["ts"]) <= slurm_time(queued["SubmitTime"])
+    # Each TTR runs from its failure to the next attempt's first (effective) step.
+    assert crash["ttr_s"] == pytest.approx(first_steps[1] - crashes[0], abs=0.05)
+    assert requeued["ttr_s"] == pytest.approx(
+        first_steps[1000] - parse_time(requeued["ts"]), abs=0.05
+    )
+    # Queue time is SLURM's: before the first start and from the requeue to the next start;
+    # the in-place restart's wait (crash to attempt 1) is hardware setup, not scheduling.
+    stopped = min(parse_time(by[1]["ended_at"]), parse_time(requeued["ts"]))
+    queue = (start0 - slurm_time(first["SubmitTime"])) + (start1000 - stopped)
+    assert got["components"]["scheduling"] == pytest.approx(queue, abs=1e-3)
+    in_place_wait = parse_time(by[1]["started_at"]) - parse_time(crash["ts"])
+    assert in_place_wait > 0
+    assert got["components"]["hardware_setup"] >= in_place_wait - 1e-3
+    assert got["components"]["effective_training"] > 0

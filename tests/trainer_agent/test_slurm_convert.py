@@ -70,11 +70,13 @@ def test_meta_fallbacks_warn() -> None:
         ("COMPLETED", False, (None, "completed", "succeeded")),
         ("CANCELLED", False, (None, "cancelled", "cancelled")),
         ("FAILED", False, ("app_error", "failure", "failed")),
-        ("TIMEOUT", False, ("app_error", "failure", "failed")),
-        ("NODE_FAIL", False, ("infra", "failure", "failed")),
-        ("NODE_FAIL", True, ("infra", "failure", "failed")),
+        ("TIMEOUT", False, ("app_error", "failure", "timeout")),
+        ("NODE_FAIL", False, ("infra", "failure", "node_failure")),
+        ("OUT_OF_MEMORY", False, ("app_error", "failure", "out_of_memory")),
+        ("PREEMPTED", False, ("preemption", "preempted", "preempted")),
+        ("NODE_FAIL", True, ("infra", "failure", "node_failure")),
         ("PENDING", True, ("preemption", "preempted", "failed")),
-        ("PREEMPTED", True, ("preemption", "preempted", "failed")),
+        ("PREEMPTED", True, ("preemption", "preempted", "preempted")),
         ("COMPLETED", True, ("preemption", "preempted", "failed")),
         ("SOMETHING_NEW", False, ("unknown", "failure", "failed")),
     ],
@@ -129,7 +131,23 @@ def test_shell_task_prolog_exports_the_hooks_job_id(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.splitlines() == hooks.task_prolog_lines(env, settings)
-    assert out.stdout.splitlines() == ["export ETT_JOB_OWNER=scheduler", "export ETT_JOB_ID=big/77"]
+    assert out.stdout.splitlines() == [
+        "export ETT_JOB_OWNER=scheduler",
+        "export ETT_JOB_ID=big/77",
+        "export ETT_ATTEMPT_BASE=0",
+    ]
+    # After two requeues the tasks run in allocation 2: attempts from 2000, as the hooks say.
+    for count, base in (("2", "2000"), ("x", "0")):
+        requeued = dict(env, SLURM_RESTART_COUNT=count)
+        out = subprocess.run(
+            [str(tmp_path / "scripts" / install.TASK_PROLOG)],
+            env=requeued,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.splitlines() == hooks.task_prolog_lines(requeued, settings)
+        assert out.stdout.splitlines()[-1] == f"export ETT_ATTEMPT_BASE={base}"
 
 
 def test_hook_scripts_exit_zero_even_when_python_is_broken(tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ Conventions (see docs/SLURM.md):
 - the GPU count from `ett-gpus=<n>` in the comment, else the job's GPU request
   (`--gpus`, `--gres=gpu:n`, `--gpus-per-node`, `--gpus-per-task`), else 1 (with a warning);
 - any other `ett-<key>=<value>` token of the comment becomes the label `<key>`.
+Attempt numbers: allocation k (SLURM's restart count) is attempt k x 1000, the agent's
+ALLOCATION_STRIDE; torchrun's in-place restarts inside it take the numbers after it (the
+launcher numbers them), so both sides number every attempt alike. The end of an allocation is
+sent with `scope: "allocation"`: the ETT engine gives it to the allocation's latest attempt.
 Event ids are fixed per (job, attempt, kind), so a hook that runs twice stores nothing twice.
 """
 
@@ -18,23 +22,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer_agent import events as ev
+from trainer_agent.events import ALLOCATION_STRIDE
 
 DEFAULT_JOB_ID_TEMPLATE = "slurm-{cluster}-{job_id}"
 COMMENT_PREFIX = "ett-"
 
 # JobState values of a jobcomp record, grouped by what they mean for the attempt that ended.
 REQUEUE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
-# SLURM state -> (failure kind or None, attempt_ended reason, job status when final)
+# SLURM state -> (failure kind or None, attempt_ended reason, job status when final); the
+# statuses and kinds agree with the server's table (docs/ACCOUNTING.md, "How a job ended").
 END_STATES: dict[str, tuple[str | None, str, str]] = {
     "COMPLETED": (None, "completed", "succeeded"),
     "CANCELLED": (None, "cancelled", "cancelled"),
     "FAILED": ("app_error", "failure", "failed"),
-    "OUT_OF_MEMORY": ("app_error", "failure", "failed"),
-    "TIMEOUT": ("app_error", "failure", "failed"),
-    "DEADLINE": ("app_error", "failure", "failed"),
-    "NODE_FAIL": ("infra", "failure", "failed"),
-    "BOOT_FAIL": ("infra", "failure", "failed"),
-    "PREEMPTED": ("preemption", "preempted", "failed"),
+    "OUT_OF_MEMORY": ("app_error", "failure", "out_of_memory"),
+    "TIMEOUT": ("app_error", "failure", "timeout"),
+    "DEADLINE": ("app_error", "failure", "timeout"),
+    "NODE_FAIL": ("infra", "failure", "node_failure"),
+    "BOOT_FAIL": ("infra", "failure", "node_failure"),
+    "PREEMPTED": ("preemption", "preempted", "preempted"),
 }
 REQUEUED_END = ("preemption", "preempted", "failed")
 UNKNOWN_END = ("unknown", "failure", "failed")
@@ -132,6 +138,11 @@ def event_id(ett_id: str, what: str) -> str:
     return f"{base}:{what}"[:64]
 
 
+def allocation_attempt(restarts: int) -> int:
+    """The attempt number of SLURM's allocation `restarts` (its restart count): x 1000."""
+    return int(restarts) * ALLOCATION_STRIDE
+
+
 def submitted_event(ett_id: str, submit_time: float, meta: JobMeta) -> ev.Event:
     """job_submitted at SLURM's SubmitTime (of the first submission, before any requeue)."""
     event = ev.job_submitted(ett_id, float(submit_time), meta.model, meta.gpus, meta.labels)
@@ -168,7 +179,8 @@ def end_events(
     requeued: bool,
     exit_code: str = "",
 ) -> list[ev.Event]:
-    """failure (if any) and attempt_ended of the attempt; job_ended too when it is the last one."""
+    """failure (if any) and attempt_ended of the allocation starting with `attempt` (both
+    allocation-scoped: they end its latest in-place restart); job_ended too when it is the last."""
     kind, reason, status = end_outcome(state, requeued)
     out: list[ev.Event] = []
     ts = float(end_time)
@@ -180,10 +192,13 @@ def end_events(
             ts=ts,
             kind=kind,
             message=_failure_message(state, requeued, exit_code),
+            scope="allocation",
         )
         failure["event_id"] = event_id(ett_id, f"a{attempt}-failure")
         out.append(failure)
-    ended = ev.make_event(ett_id, "attempt_ended", attempt, ts=ts, reason=reason)
+    ended = ev.make_event(
+        ett_id, "attempt_ended", attempt, ts=ts, reason=reason, scope="allocation"
+    )
     ended["event_id"] = event_id(ett_id, f"a{attempt}-ended")
     out.append(ended)
     if not requeued:

@@ -226,7 +226,8 @@ def prolog_slurmctld(environ: Mapping[str, str], settings: Settings) -> list[ev.
         start = time.time()
         log.warning("ett-slurm: job %s has no StartTime; using the prolog's clock", slurm_id)
     host = str(job.get("batch_host") or job.get("nodes") or environ.get("SLURM_JOB_NODELIST") or "")
-    out.append(convert.started_event(ett_id, attempt, start, meta.gpus, host))
+    number = convert.allocation_attempt(attempt)
+    out.append(convert.started_event(ett_id, number, start, meta.gpus, host))
     attempts = dict(state.get("attempts") or {})
     attempts[str(attempt)] = start
     save_state(
@@ -265,7 +266,7 @@ def jobcomp(environ: Mapping[str, str], settings: Settings) -> list[ev.Event]:
     out.extend(
         convert.end_events(
             ett_id,
-            attempt,
+            convert.allocation_attempt(attempt),
             job_state,
             max(end, attempts.get(attempt, 0.0)),
             requeued=requeued,
@@ -331,7 +332,13 @@ def task_prolog_lines(environ: Mapping[str, str], settings: Settings) -> list[st
     if not slurm_id:
         raise ValueError("SLURM_JOB_ID is not set: run this as SLURM's TaskProlog")
     ett_id = convert.ett_job_id(cluster, slurm_id, settings.job_id_template)
-    return ["export ETT_JOB_OWNER=scheduler", f"export ETT_JOB_ID={ett_id}"]
+    restarts = environ.get("SLURM_RESTART_COUNT", "").strip()
+    base = convert.allocation_attempt(int(restarts) if restarts.isdigit() else 0)
+    return [
+        "export ETT_JOB_OWNER=scheduler",
+        f"export ETT_JOB_ID={ett_id}",
+        f"export ETT_ATTEMPT_BASE={base}",
+    ]
 
 
 # ---- delivery ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import trainer_agent
+from trainer_agent.events import ALLOCATION_STRIDE
 from trainer_agent.slurm import convert
 from trainer_agent.slurm.hooks import Settings
 
@@ -39,8 +40,12 @@ def task_prolog_script(template: str, cluster: str = "") -> str:
         "#!/bin/sh\n"
         "# ETT% SLURM integration: the job's tasks report under the scheduler's job id, and the\n"
         "# trainer agent leaves job_submitted/job_ended to the scheduler hooks.\n"
+        "# Attempt numbers: allocation k (a requeue adds one) is attempt k x 1000, as the hooks\n"
+        "# number it; trainer_agent.elastic adds torchrun's in-place restarts to it.\n"
         "echo 'export ETT_JOB_OWNER=scheduler'\n"
         f'echo "export ETT_JOB_ID={shell_id}"\n'
+        'case "${SLURM_RESTART_COUNT:-0}" in *[!0-9]*) n=0 ;; *) n=${SLURM_RESTART_COUNT:-0} ;; esac\n'
+        f'echo "export ETT_ATTEMPT_BASE=$((n * {ALLOCATION_STRIDE}))"\n'
         "exit 0\n"
     )
 
