@@ -68,10 +68,20 @@ def hooks(live: LiveServer, slurm: SlurmCluster) -> Path:
 
 
 def server_options(slurm: SlurmCluster, live: LiveServer) -> list[str]:
-    """--endpoint and --token-file for this module's server."""
+    """--endpoint and --token-file for this module's server, and the site's trust policy: the
+    account ml-rank belongs to the team ranking, and a comment may name the owner infra."""
     token_file = slurm.root / "ett-token"
     token_file.write_text(live.token + "\n")
-    return ["--endpoint", live.url, "--token-file", str(token_file)]
+    return [
+        "--endpoint",
+        live.url,
+        "--token-file",
+        str(token_file),
+        "--owner-map",
+        "account:ml-rank=ranking",
+        "--allowed-owners",
+        "infra",
+    ]
 
 
 def install_hooks(slurm: SlurmCluster, options: list[str], timeout_s: float = 5.0) -> str:
@@ -382,12 +392,50 @@ def test_job_cancelled_while_pending_is_all_queue(
     assert got["components"].get("scheduling", 0.0) == pytest.approx(got["e2e_s"])
 
 
+def test_the_hooks_do_not_trust_the_job_comment(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    """Any cluster user writes the comment. GPUs come from SLURM's allocation, not ett-gpus;
+    the owner from the site's account mapping or its allow-list, not ett-owner."""
+    hostile = slurm.sbatch(
+        "sleep 1",
+        "--gpus=2",
+        "--account=students",
+        "--comment=ett-model=slurm-hostile ett-gpus=10000000 ett-owner=ads ett-tier=tier-0",
+    )
+    mapped = slurm.sbatch(
+        "sleep 1", "--gpus=1", "--account=ml-rank", "--comment=ett-model=slurm-mapped ett-owner=ads"
+    )
+    slurm.wait_job(hostile, ("COMPLETED",))
+    slurm.wait_job(mapped, ("COMPLETED",))
+    detail = slurm.scontrol("show", "job", "-d", hostile)
+    assert "JOB_GRES=gpu:2" in detail  # what SLURM gave the job
+    got = ett_result(live, ett_id(slurm, hostile), "succeeded")
+    assert got["gpus"] == 2 and [a["gpus"] for a in got["attempts"]] == [2]
+    assert "owner" not in got["labels"] and "tier" not in got["labels"]
+    assert got["labels"]["account"] == "students"
+    log = hook_log(hooks)
+    assert f"job {hostile}: ett-gpus=10000000 ignored: SLURM gave the job 2 GPUs" in log
+    # At PrologSlurmctld the count is the allocation's own (squeue's gres_detail).
+    assert f"job {hostile} attempt 0: 2 GPUs from SLURM's allocation" in log
+    assert f"job {hostile}: ett-owner='ads' ignored" in log
+    other = ett_result(live, ett_id(slurm, mapped), "succeeded")
+    assert other["labels"]["owner"] == "ranking" and other["gpus"] == 1
+    assert f"job {mapped}: ett-owner='ads' ignored: account 'ml-rank'" in hook_log(hooks)
+    models = {m["model"]: m for m in live.get("/api/v1/models?q=slurm-")["models"]}
+    assert models["slurm-mapped"]["team"] == "ranking"
+    assert models["slurm-hostile"]["team"] is None
+
+
 TORCHRUN_WORKER = """
 import json, os, sys, time
 import trainer_agent
 agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)
 state = sys.argv[1]
-cursor = json.load(open(state)) if os.path.exists(state) else 0
+try:
+    cursor = json.load(open(state))
+except (OSError, ValueError):
+    cursor = 0
 log = lambda what: print(f"worker attempt {agent.attempt} {what} at {time.time():.6f}", flush=True)
 in_place = os.environ.get("ETT_ATTEMPT_IN_PLACE") == "1"
 steps = 12 if agent.attempt == 0 else (10**6 if in_place else 15)
@@ -397,7 +445,9 @@ for i in range(steps):
         log("first step")
     cursor += 1
     agent.step(cursor)
-    json.dump(cursor, open(state, "w"))
+    with open(state + ".tmp", "w") as fh:  # atomic: SLURM may kill it mid-write
+        json.dump(cursor, fh)
+    os.replace(state + ".tmp", state)
     if agent.attempt == 0 and i == steps - 1:
         log("crashes")
         raise RuntimeError("worker crash in attempt 0")

@@ -68,6 +68,11 @@ def install(settings: Settings, scripts_dir: Path, python: str, slurm_conf: str 
         env["ETT_TOKEN"] = settings.token
     if settings.cluster:
         env["ETT_SLURM_CLUSTER"] = settings.cluster
+    if settings.owner_map:
+        env["ETT_SLURM_OWNER_MAP"] = settings.owner_map
+    if settings.allowed_owners:
+        env["ETT_SLURM_ALLOWED_OWNERS"] = settings.allowed_owners
+    env["ETT_SLURM_MAX_GPUS_PER_NODE"] = str(settings.max_gpus_per_node)
     squeue = shutil.which(settings.squeue)
     if squeue:  # slurmctld gives its hooks a minimal PATH
         env["ETT_SLURM_SQUEUE"] = squeue
