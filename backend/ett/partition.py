@@ -312,6 +312,28 @@ def implicit_layer(tl: Timeline) -> list[Piece]:
     return out
 
 
+def piece_gpus(tl: Timeline, pieces: list[Piece]) -> list[int]:
+    """The GPUs each piece's seconds are charged at: inside an attempt (from its start to its
+    stop, and an in-place restart's wait, whose capacity it holds) that attempt's
+    `attempt_started.gpus`, else the job's; outside every attempt (queued before the first,
+    between attempts, after the last) the job's requested count (`job_submitted.gpus`)."""
+    job = tl.gpus
+    spans = {
+        info.attempt: (info.start, info.end, info.gpus or job, info.in_place and i > 0)
+        for i, info in enumerate(tl.attempts)
+    }
+    out: list[int] = []
+    for s, e, a, _comp, _phase in pieces:
+        span = spans.get(a) if a is not None else None
+        if span is None:
+            out.append(job)
+            continue
+        start, stop, gpus, in_place = span
+        inside = s >= start and e <= max(stop, start)
+        out.append(gpus if inside or (in_place and e <= start) else job)
+    return out
+
+
 def clip(pieces: list[Piece], lo: float, hi: float) -> list[Piece]:
     """Pieces cut to [lo, hi]; empty ones dropped."""
     out: list[Piece] = []
