@@ -147,6 +147,8 @@ class _AttemptTracker:
         """The launcher itself got a death signal (a scheduler's requeue, preemption or
         cancel): the current attempt was stopped from outside, a preemption."""
         name = getattr(sigval, "name", str(sigval))
+        if self.starts == 0:  # stopped before its first group: the allocation's first attempt
+            self.attempt = attempt_offset()[0]
         self._report(
             "preemption",
             f"torchrun received {name}: the job was stopped from outside (requeue, "
