@@ -1,7 +1,7 @@
 """held_events: a model-scoped token's events for a job whose job_submitted has not come yet
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 
 Issue 24 item 6. Only a job_submitted gives a job its model; until it arrives, the other events a
 token limited to models sends for that job wait here, and are released into raw_events (or
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0013"
-down_revision: str | None = "0012"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

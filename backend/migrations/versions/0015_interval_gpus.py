@@ -1,7 +1,7 @@
 """job_intervals.gpus and job_results' GPU-seconds: each second at its attempt's GPUs
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 
 Issue 24 item 3. An attempt on 48 of a job's 64 GPUs is charged 48: each interval keeps the
 GPU count of its attempt (the job's outside attempts). NULL, in rows stored before, means the
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014"
-down_revision: str | None = "0013"
+revision: str = "0015"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
