@@ -86,6 +86,26 @@ JOB_ENDS: dict[str, JobEnd] = {
 }
 JOB_STATUSES: tuple[str, ...] = tuple(JOB_ENDS)
 
+# Attempt numbers as the trainer agent and the SLURM hooks give them (docs/AGENT.md "Attempt
+# numbers"): allocation x ALLOCATION_STRIDE + in-place restart within it. The agent keeps a copy
+# (trainer_agent/events.py; tests/trainer_agent/test_agent_constants.py checks they agree).
+ALLOCATION_STRIDE = 1000
+
+
+def attempt_label(attempt: object, in_place: bool = False) -> str | None:
+    """An attempt number in words under that scheme ("requeue 1, in-place restart 1" for
+    1001), or None when it needs none: an attempt of the first allocation that is not an
+    in-place restart (0, or another emitter's own 1, 2, ...)."""
+    if type(attempt) is not int or attempt < 0:
+        return None
+    requeues, restart = divmod(attempt, ALLOCATION_STRIDE)
+    if requeues == 0 and not (in_place and restart):
+        return None
+    parts = [f"requeue {requeues}"] if requeues else []
+    if restart:
+        parts.append(f"in-place restart {restart}")
+    return ", ".join(parts)
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseEntry:

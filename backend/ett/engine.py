@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
+from backend.ett.catalogue import COMPONENTS, WASTE_KINDS, attempt_label
 from backend.ett.level1 import Level1, level1
 from backend.ett.livefacts import live_facts
 from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition, piece_gpus
@@ -53,9 +53,11 @@ class AttemptSummary:
     reason: str | None
     host: str | None
     gpus: int | None
+    # An in-place restart (attempt_started.in_place); in the stored result, not the attempts table.
+    in_place: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON shape (times as epoch seconds)."""
+        """JSON shape (times as epoch seconds): the attempts table's row."""
         return {
             "attempt": self.attempt,
             "started_at": self.started_at,
@@ -163,6 +165,8 @@ class JobETT:
                     **a.to_dict(),
                     "started_at": fmt(a.started_at),
                     "ended_at": None if a.ended_at is None else fmt(a.ended_at),
+                    "in_place": a.in_place,
+                    "label": attempt_label(a.attempt, a.in_place),
                 }
                 for a in self.attempts
             ],
@@ -195,6 +199,7 @@ def _summaries(attempts: list[AttemptInfo]) -> list[AttemptSummary]:
             reason=a.reason if a.reason is not None else ("failure" if a.failure else None),
             host=a.host,
             gpus=a.gpus,
+            in_place=a.in_place,
         )
         for a in sorted(attempts, key=lambda x: x.attempt)
     ]

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import describe_error
+from backend.ett.catalogue import attempt_label
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
 from backend.jobs.models import Job, Model
@@ -42,6 +43,8 @@ def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str,
     out["l1"] = l1
     out["attempts"] = [
         {
+            # Results stored before attempts had words: from the number alone.
+            "label": attempt_label(a.get("attempt"), bool(a.get("in_place"))),
             **a,
             "started_at": fmt(a["started_at"]),
             "ended_at": None if a.get("ended_at") is None else fmt(a["ended_at"]),

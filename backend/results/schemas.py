@@ -96,6 +96,18 @@ class AttemptRead(BaseModel):
     reason: str | None = Field(description="why it ended (attempt_ended reason, or failure)")
     host: str | None = Field(None, description="the host it ran on, when the events say")
     gpus: int | None = Field(None, description="its GPUs, when its events say (null: the job's)")
+    in_place: bool | None = Field(
+        None,
+        description="an in-place restart (torchrun restarted the workers on the capacity the "
+        "previous attempt held); absent in results stored before it was recorded",
+    )
+    label: str | None = Field(
+        None,
+        description="the number in words, as the agent and the SLURM hooks number attempts "
+        "(allocation x 1000 + in-place restart): 'requeue 1' for 1000, 'requeue 1, in-place "
+        "restart 1' for 1001, 'in-place restart 1' for an in-place 1; null for the first "
+        "allocation's other attempts (docs/AGENT.md)",
+    )
 
 
 class WarningRead(BaseModel):

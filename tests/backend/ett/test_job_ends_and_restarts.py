@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from backend.ett.catalogue import JOB_ENDS
+from backend.ett.catalogue import JOB_ENDS, attempt_label
 from backend.ett.engine import JobETT, compute_job
+from backend.results import read
 from tests.backend.ett.builders import JobEvents, assert_consistent
 from tests.conftest import post_events
 from trainer_agent.events import JOB_STATUSES
@@ -194,3 +195,64 @@ def test_a_scheduler_end_in_whole_seconds_covers_what_happened_within_its_second
     by = {a.attempt: a for a in r.attempts}
     assert by[1].ended_at == 300.6 and r.components["effective_training"] == pytest.approx(80.4)
     assert r.status == "preempted"
+
+
+@pytest.mark.parametrize(
+    ("attempt", "in_place", "words"),
+    [
+        (0, False, None),
+        (1, False, None),  # another emitter's own second attempt: nothing to add
+        (1, True, "in-place restart 1"),
+        (1000, False, "requeue 1"),
+        (1001, True, "requeue 1, in-place restart 1"),
+        (2003, False, "requeue 2, in-place restart 3"),
+    ],
+)
+def test_an_attempt_number_in_words(attempt: int, in_place: bool, words: str | None) -> None:
+    assert attempt_label(attempt, in_place) == words
+
+
+def test_the_job_answer_says_what_each_attempt_number_is(client: Any, ingest_token: str) -> None:
+    """Attempts 0, 1 (in place), 1000 (after a requeue) and 1001 (in place again): the job's
+    answer names each by its parts, so 1000 does not read as a thousandth attempt, and the
+    page's timeline rows and TTR rows say the same."""
+    j = JobEvents("words")
+    j.submitted(T0)
+    for n, start, in_place in ((0, 10, False), (1, 110, True), (1000, 300, False)):
+        j.started(n, T0 + start, **({"in_place": True} if in_place else {}))
+        j.progress(n, T0 + start + 5, T0 + start + 80, start, start + 75)
+        j.failure(n, T0 + start + 80, kind="app_error" if in_place is False else "infra")
+    j.started(1001, T0 + 390, in_place=True)
+    j.progress(1001, T0 + 395, T0 + 480, 395, 480)
+    j.ended(1001, T0 + 480)
+    j.job_ended(T0 + 480)
+    answer = post_events(client, ingest_token, j.events).json()
+    assert answer["rejected"] == [], answer
+    got = client.get("/api/v1/jobs/words/ett").json()
+    assert [(a["attempt"], a["in_place"], a["label"]) for a in got["attempts"]] == [
+        (0, False, None),
+        (1, True, "in-place restart 1"),
+        (1000, False, "requeue 1"),
+        (1001, True, "requeue 1, in-place restart 1"),
+    ]
+    # A result stored before attempts had words: read from the number alone.
+    stored = {k: v for k, v in got["attempts"][2].items() if k not in ("label", "in_place")}
+    assert read._format_times({"attempts": [stored]}, str)["attempts"][0]["label"] == "requeue 1"
+
+    from dashboard import figures
+    from dashboard.pages import job as job_page
+
+    fig = job_page.timeline_figure(got)
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == [
+        "attempt 0",
+        "attempt 1 (in-place restart 1)",
+        "attempt 1000 (requeue 1)",
+        "attempt 1001 (requeue 1, in-place restart 1)",
+    ]
+    parts = [r["part"] for r in job_page.l1_table(got).data if r["part"].startswith("TTR")]
+    assert parts == [
+        "TTR 1: app_error, attempt 0",
+        "TTR 2: infra, attempt 1 (in-place restart 1)",
+        "TTR 3: app_error, attempt 1000 (requeue 1)",
+    ]
+    assert figures.attempt_name(2001) == "attempt 2001 (requeue 2, in-place restart 1)"

@@ -144,3 +144,13 @@ def test_the_comparison_charges_each_attempt_its_gpus(client: Any, ingest_token:
     assert got["baseline"]["attempt_gpus"] == [64] and got["optimized"]["attempt_gpus"] == [48, 64]
     assert got["delta"]["lost_s"] == 0.0  # the same seconds: only the GPU-hours differ
     assert [w["code"] for w in got["warnings"]] == ["capacity_mismatch"]
+
+
+def test_the_job_page_says_what_its_attempts_ran_on(client: Any, ingest_token: str) -> None:
+    from dashboard.pages import job as job_page
+
+    post_events(client, ingest_token, job("page-48", 48))
+    post_events(client, ingest_token, job("page-64", 64))
+    partial = client.get("/api/v1/jobs/page-48/ett").json()
+    assert job_page.gpus_text(partial) == "64 GPUs requested, attempts on 48, 64"
+    assert job_page.gpus_text(client.get("/api/v1/jobs/page-64/ett").json()) == "64 GPUs"
