@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     event_time_max: float = 4_102_444_800.0
     # Ingest: retries of a batch whose transaction hit a deadlock or serialization failure.
     ingest_retries: int = 5
+    # Ingest: events a model-scoped token may have waiting per job before its job_submitted.
+    max_held_events_per_job: int = Field(default=10_000, ge=0)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

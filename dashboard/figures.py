@@ -7,12 +7,12 @@ Every figure that links to another page carries the target in `customdata`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.ett.catalogue import resolve_phase
+from backend.ett.catalogue import attempt_label, resolve_phase
 from dashboard.palette import (
     BAD_COLOR,
     COMPONENT_COLORS,
@@ -632,10 +632,17 @@ def checkpoint_curve(
 # ---------------------------------------------------------------- job
 
 
-def _row_name(attempt: object) -> str:
+def attempt_name(attempt: object, labels: Mapping[int, str | None] | None = None) -> str:
+    """How the page names an attempt: "attempt 1001 (requeue 1, in-place restart 1)".
+
+    `labels` are the answer's per-attempt words (they know in-place restarts); without one the
+    words come from the number alone (catalogue.attempt_label). None is the job's own row.
+    """
     if attempt is None or (isinstance(attempt, float) and pd.isna(attempt)):
         return "job"
-    return f"attempt {int(attempt)}"  # type: ignore[call-overload]
+    number = int(attempt)  # type: ignore[call-overload]
+    words = (labels or {}).get(number) or attempt_label(number)
+    return f"attempt {number} ({words})" if words else f"attempt {number}"
 
 
 # The pseudo-component of an open job's time after its last event: not yet attributed for good.
@@ -651,17 +658,19 @@ def attempt_timeline(
     submitted_at: float,
     ended_at: float,
     provisional: bool = False,
+    labels: Mapping[int, str | None] | None = None,
 ) -> go.Figure:
     """Paper Fig. 1: attempts as rows, each piece of wall time coloured by component.
 
     intervals columns: start, end (epoch s), attempt (int or None), component, phase.
     failures columns: ts, kind, attempt, inferred. Time is shown in minutes since submission;
     replay, checkpoint blocking and stalls keep their own shade; a live job shows a 'now' line.
+    `labels`: each attempt's words ("requeue 1"), shown beside its number.
     """
     if intervals.empty:
         return empty_figure("No attributed time yet: the job has sent no events.")
     data = intervals.copy()
-    data["row"] = [_row_name(a) for a in data["attempt"]]
+    data["row"] = [attempt_name(a, labels) for a in data["attempt"]]
     data["kind"] = [
         phase if comp == "wasted_training" and phase in WASTE_COLORS else comp
         for comp, phase in zip(data["component"], data["phase"], strict=True)
@@ -678,7 +687,12 @@ def attempt_timeline(
         data.loc[marked | tail | (data["component"] == LIVE_TAIL), "kind"] = IN_PROGRESS
     data["x0"] = (data["start"] - submitted_at) / 60.0
     data["dur"] = (data["end"] - data["start"]) / 60.0
-    rows = sorted(set(data["row"]), key=lambda r: (r != "job", len(r), r))
+    # The job's row first, then the attempts by number.
+    order = {
+        name: -1 if name == "job" else int(a)
+        for name, a in zip(data["row"], data["attempt"], strict=True)
+    }
+    rows = sorted(order, key=order.__getitem__)
     fig = go.Figure()
     kinds = [c for c in COMPONENT_ORDER if c != "wasted_training"] + list(WASTE_COLORS)
     for kind in [*kinds, IN_PROGRESS]:
@@ -715,7 +729,7 @@ def attempt_timeline(
             continue
         fig.add_scatter(
             x=(part["ts"] - submitted_at) / 60.0,
-            y=[_row_name(a) for a in part["attempt"]],
+            y=[attempt_name(a, labels) for a in part["attempt"]],
             mode="markers",
             name=f"× {kind} failure",
             marker={
@@ -741,7 +755,16 @@ def attempt_timeline(
         barmode="overlay",
         bargap=0.35,
         xaxis={"title": "minutes since submission", "range": [0, total_min * 1.01 or 1]},
-        yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "title": None},
+        yaxis={
+            "categoryorder": "array",
+            "categoryarray": rows[::-1],
+            "title": None,
+            # An attempt's words go on a second line under its number.
+            "tickmode": "array",
+            "tickvals": rows,
+            "ticktext": [r.replace(" (", "<br>(", 1) for r in rows],
+            "automargin": True,
+        },
         height=140 + 45 * len(rows),
     )
 

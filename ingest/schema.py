@@ -15,7 +15,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX, FAILURE_KINDS
+from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX, FAILURE_KINDS, JOB_STATUSES
 from backend.text import text_problem
 from backend.timefmt import MAX_EPOCH_S, parse_time
 
@@ -79,6 +79,9 @@ Labels = Annotated[
     Field(max_length=64),
 ]
 Model = Annotated[str, Field(strict=True, min_length=1, max_length=256)]
+# Who a failure or attempt_ended speaks for: the attempt it names (the default), or the whole
+# allocation that attempt began (a scheduler that does not see in-place restarts inside it).
+Scope = Literal["attempt", "allocation"]
 
 _forbid = ConfigDict(extra="forbid")
 
@@ -115,6 +118,8 @@ class AttemptStarted(_AttemptEvent):
     ts: Time
     gpus: NotRequired[Gpus]
     host: NotRequired[Annotated[str, Field(strict=True, max_length=256)]]
+    # An in-place restart: the previous attempt's capacity was never released (torchrun).
+    in_place: NotRequired[Annotated[bool, Field(strict=True)]]
 
 
 class Phase(_AttemptEvent):
@@ -156,6 +161,7 @@ class Failure(_AttemptEvent):
     ts: Time
     kind: Literal[FAILURE_KINDS]  # the catalogue's kinds
     message: NotRequired[Annotated[str, Field(strict=True, max_length=4096)]]
+    scope: NotRequired[Scope]
 
 
 class Heartbeat(_AttemptEvent):
@@ -167,13 +173,14 @@ class AttemptEnded(_AttemptEvent):
     type: Literal["attempt_ended"]
     ts: Time
     reason: Literal["completed", "failure", "preempted", "cancelled"]
+    scope: NotRequired[Scope]
 
 
 class JobEnded(_Event):
     type: Literal["job_ended"]
     attempt: NotRequired[AttemptNo | None]
     ts: Time
-    status: Literal["succeeded", "failed", "cancelled"]
+    status: Literal[JOB_STATUSES]  # type: ignore[valid-type]
 
 
 EVENT_TYPES: dict[str, type] = {

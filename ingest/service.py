@@ -21,6 +21,8 @@ from backend.jobs.models import Job, Model
 from ingest.schema import EventError, validate_event
 
 MAX_KEPT_RAW_CHARS = 65_536
+# Events held per job while its job_submitted has not come (ETT_MAX_HELD_EVENTS_PER_JOB).
+MAX_HELD_PER_JOB = 10_000
 
 
 class ModelNotAllowed(Exception):
@@ -35,6 +37,10 @@ class IngestResult:
     duplicates: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
+    # Events of a model-scoped token kept aside until their job's job_submitted arrives.
+    held: int = 0
+    # Events held by earlier batches that this batch's job_submitted let into their job.
+    released: int = 0
 
 
 def _raw_text(raw: Any) -> str:
@@ -66,11 +72,16 @@ def _resolve_models(
     token: ApiToken | None,
     valid: list[tuple[int, dict[str, Any]]],
     reject: Any,
-) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, str | None]]:
+) -> tuple[
+    list[tuple[int, dict[str, Any]]], list[tuple[int, dict[str, Any]]], dict[str, str | None]
+]:
     """Each job's model (stored, else its first job_submitted in the batch), fixed once known.
 
-    A job_submitted naming another model is rejected (`model_conflict`); the token's model scope
-    is checked against every job_submitted of the batch and against the stored job.
+    Returns the events to store, the events to hold and every job's model. Only a
+    job_submitted gives a job its model. A job_submitted naming another model is rejected
+    (`model_conflict`). A token limited to models is checked against every job_submitted of the
+    batch and against the model of every stored job (either refusal is the whole batch's 403);
+    its other events for a job no job_submitted has named yet are held (docs/PROTOCOL.md).
     """
     known = _job_models(db_session, {ev["job_id"] for _, ev in valid})
     models: dict[str, str | None] = dict(known)
@@ -78,13 +89,15 @@ def _resolve_models(
     for _index, ev in valid:
         if ev["type"] == "job_submitted":
             submitted_models.setdefault(ev["job_id"], set()).add(ev["model"])
-    if token is not None and token.models:
+    scoped = token is not None and bool(token.models)
+    if scoped:
         for job_id, named in sorted(submitted_models.items()):
             for model in sorted(named):
-                if not allows_model(token, model):
+                if not allows_model(token, model):  # type: ignore[arg-type]
                     raise ModelNotAllowed(
-                        f"token {token.name!r} may write only jobs of {', '.join(token.models)}; "
-                        f"a job_submitted of job {job_id!r} names model {model!r}"
+                        f"token {token.name!r} may write only jobs of "  # type: ignore[union-attr]
+                        f"{', '.join(token.models)}; a job_submitted of job {job_id!r} names "  # type: ignore[union-attr]
+                        f"model {model!r}"
                     )
     kept = []
     for index, ev in valid:
@@ -103,19 +116,108 @@ def _resolve_models(
         else:
             models.setdefault(job_id, None)
         kept.append((index, ev))
-    if token is not None and token.models:
-        for job_id, model in models.items():
-            if model is None and len(token.models) == 1:
-                models[job_id] = model = token.models[0]
-            if not allows_model(token, model):
-                what = (
-                    f"model {model!r}" if model else "no model yet (send its job_submitted first)"
-                )
+    held: list[tuple[int, dict[str, Any]]] = []
+    if scoped:
+        for job_id, model in sorted(models.items()):
+            if model is not None and not allows_model(token, model):  # type: ignore[arg-type]
                 raise ModelNotAllowed(
-                    f"token {token.name!r} may write only jobs of {', '.join(token.models)}; "
-                    f"job {job_id!r} has {what}"
+                    f"token {token.name!r} may write only jobs of "  # type: ignore[union-attr]
+                    f"{', '.join(token.models)}; job {job_id!r} has model {model!r}"  # type: ignore[union-attr]
                 )
-    return kept, models
+        unnamed = {job_id for job_id, model in models.items() if model is None}
+        if unnamed:
+            held = [(i, ev) for i, ev in kept if ev["job_id"] in unnamed]
+            kept = [(i, ev) for i, ev in kept if ev["job_id"] not in unnamed]
+            for job_id in unnamed:
+                models.pop(job_id, None)
+    return kept, held, models
+
+
+def _hold(
+    db_session: Session,
+    token: ApiToken,
+    held: list[tuple[int, dict[str, Any]]],
+    now: float,
+    max_per_job: int,
+    reject: Any,
+) -> tuple[int, int]:
+    """Keep a scoped token's events for jobs without a model aside; (held, duplicates)."""
+    counts, known = event_store.held_keys(
+        db_session=db_session, job_ids={ev["job_id"] for _, ev in held}
+    )
+    rows: list[dict[str, Any]] = []
+    duplicates = 0
+    for index, ev in held:
+        key = (ev["job_id"], ev["event_id"], event_store.canonical_payload(ev))
+        if key in known:
+            duplicates += 1
+            continue
+        if counts.get(ev["job_id"], 0) >= max_per_job:
+            reject(
+                index,
+                ev,
+                f"held_limit: job {ev['job_id']!r} already holds {max_per_job} events waiting "
+                "for its job_submitted (ETT_MAX_HELD_EVENTS_PER_JOB); send the job_submitted "
+                "that names its model first",
+            )
+            continue
+        known.add(key)
+        counts[ev["job_id"]] = counts.get(ev["job_id"], 0) + 1
+        rows.append(
+            {
+                "job_id": ev["job_id"],
+                "event_id": ev["event_id"],
+                "received_at": now,
+                "token_name": token.name,
+                "token_models": list(token.models or []),
+                "payload": ev,
+            }
+        )
+    event_store.hold(db_session=db_session, rows=rows)
+    return len(rows), duplicates
+
+
+def _release(
+    db_session: Session,
+    models: dict[str, str | None],
+    now: float,
+    rejected_rows: list[dict[str, Any]],
+) -> list[tuple[int, dict[str, Any]]]:
+    """Held events of jobs whose model is now known: the ones their token may write, to store.
+
+    The others are refused into rejected_events with the reason (batch index -1: they came in
+    an earlier batch).
+    """
+    named = {job_id: model for job_id, model in models.items() if model is not None}
+    if not named:
+        return []
+    waiting = event_store.jobs_with_held(db_session=db_session, job_ids=named)
+    if not waiting:
+        return []
+    released: list[tuple[int, dict[str, Any]]] = []
+    for token_name, token_models, ev in event_store.take_held(
+        db_session=db_session, job_ids=waiting
+    ):
+        model = named.get(ev.get("job_id"))
+        if model is not None and (not token_models or model in token_models):
+            released.append((-1, ev))
+            continue
+        rejected_rows.append(
+            {
+                "received_at": now,
+                "job_id": storable(str(ev.get("job_id", "")))[:128],
+                "event_id": storable(str(ev.get("event_id", "")))[:64],
+                "batch_index": -1,
+                "error": storable(
+                    f"model_not_allowed: held until job {ev.get('job_id')!r} was submitted; "
+                    f"its job_submitted names model {model!r}, which token {token_name!r} "
+                    f"(models {', '.join(token_models)}) may not write"
+                ),
+                "raw": _raw_text(ev),
+                "token_name": token_name,
+            }
+        )
+    return released
 
 
 def ingest_batch(
@@ -125,10 +227,13 @@ def ingest_batch(
     token: ApiToken | None,
     now: float | None = None,
     time_window: tuple[float, float] | None = None,
+    max_held_per_job: int = MAX_HELD_PER_JOB,
 ) -> IngestResult:
     """Validate and store one batch in one transaction; commit is the caller's.
 
     `time_window` (epoch seconds) bounds the times an event may carry (default: the schema's).
+    A model-scoped token's events for jobs no job_submitted has named are held (at most
+    `max_held_per_job` per job) and released when the job's job_submitted arrives.
     """
     now = time.time() if now is None else now
     result = IngestResult()
@@ -175,27 +280,71 @@ def ingest_batch(
         else:
             reject(index, ev, CONFLICT_ERROR)
 
+    models: dict[str, str | None] = {}
+    released: list[tuple[int, dict[str, Any]]] = []
     if valid:
-        valid, models = _resolve_models(db_session, token, valid, reject)
+        valid, held, models = _resolve_models(db_session, token, valid, reject)
+        if held and token is not None:
+            result.held, dups = _hold(db_session, token, held, now, max_held_per_job, reject)
+            result.duplicates += dups
+        released = _release(db_session, models, now, rejected_rows)
+    stored: list[dict[str, Any]] = []
     if valid:
-        inserted = event_store.insert_new(
-            db_session=db_session, events=[ev for _, ev in valid], now=now
+        stored = _store_valid(db_session, valid, now, result, reject, rejected_rows, token_name)
+        result.accepted = len(stored)
+    if released:
+        # Events of earlier batches: stored after this batch's own, settled against them by
+        # canonical JSON like any resent copy; their counts are not this batch's.
+        aside = IngestResult()
+
+        def reject_released(_index: int, raw: Any, error: str) -> None:
+            rejected_rows.append(
+                {
+                    "received_at": now,
+                    "job_id": _str_field(raw, "job_id", 128),
+                    "event_id": _str_field(raw, "event_id", 64),
+                    "batch_index": -1,
+                    "error": storable(error + " (a held event, released on job_submitted)"),
+                    "raw": _raw_text(raw),
+                    "token_name": token_name,
+                }
+            )
+
+        stored += _store_valid(
+            db_session, released, now, aside, reject_released, rejected_rows, token_name
         )
-        new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
-        replaced = _settle_conflicts(
-            db_session,
-            [(i, ev) for i, ev in valid if (ev["job_id"], ev["event_id"]) not in inserted],
-            now,
-            result,
-            reject,
-            rejected_rows,
-            token_name,
-        )
-        result.accepted = len(new) + len(replaced)
-        result.job_ids = _mark_jobs(db_session, new + replaced, models, now)
+        result.released = len(stored) - result.accepted
+    if stored:
+        result.job_ids = _mark_jobs(db_session, stored, models, now)
     event_store.add_rejected(db_session=db_session, rows=rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
+
+
+def _store_valid(
+    db_session: Session,
+    valid: list[tuple[int, dict[str, Any]]],
+    now: float,
+    result: IngestResult,
+    reject: Any,
+    rejected_rows: list[dict[str, Any]],
+    token_name: str | None,
+) -> list[dict[str, Any]]:
+    """Insert new events and settle the known ones; returns the events stored (new or replacing)."""
+    inserted = event_store.insert_new(
+        db_session=db_session, events=[ev for _, ev in valid], now=now
+    )
+    new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
+    replaced = _settle_conflicts(
+        db_session,
+        [(i, ev) for i, ev in valid if (ev["job_id"], ev["event_id"]) not in inserted],
+        now,
+        result,
+        reject,
+        rejected_rows,
+        token_name,
+    )
+    return new + replaced
 
 
 CONFLICT_ERROR = (

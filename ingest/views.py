@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
@@ -40,6 +40,11 @@ class IngestResponse(BaseModel):
     accepted: int
     duplicates: int
     rejected: list[Rejection]
+    held: int = Field(
+        0,
+        description="events of a model-scoped token kept aside until their job's "
+        "job_submitted names its model (docs/PROTOCOL.md)",
+    )
 
 
 class RejectedEventRead(BaseModel):
@@ -138,6 +143,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
         accepted=result.accepted,
         duplicates=result.duplicates,
         rejected=[Rejection(**r) for r in result.rejected],
+        held=result.held,
     )
 
 
@@ -150,7 +156,11 @@ def _store(
         result = with_retries(
             db_session,
             lambda: service.ingest_batch(
-                db_session=db_session, events=events, token=token, time_window=window
+                db_session=db_session,
+                events=events,
+                token=token,
+                time_window=window,
+                max_held_per_job=settings.max_held_events_per_job,
             ),
             retries=settings.ingest_retries,
         )
@@ -165,7 +175,14 @@ def _store(
             len(events),
             describe_error(err),
         )
-        result = _store_each(db_session, events, token, window, settings.ingest_retries)
+        result = _store_each(
+            db_session,
+            events,
+            token,
+            window,
+            settings.ingest_retries,
+            settings.max_held_events_per_job,
+        )
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
     return result
@@ -177,6 +194,7 @@ def _store_each(
     token: Any,
     window: tuple[float, float],
     retries: int,
+    max_held: int,
 ) -> service.IngestResult:
     """Fallback: one transaction per event; the ones the database refuses are kept as rejected."""
     total = service.IngestResult()
@@ -185,7 +203,11 @@ def _store_each(
             one = with_retries(
                 db_session,
                 lambda raw=raw: service.ingest_batch(
-                    db_session=db_session, events=[raw], token=token, time_window=window
+                    db_session=db_session,
+                    events=[raw],
+                    token=token,
+                    time_window=window,
+                    max_held_per_job=max_held,
                 ),
                 retries=retries,
             )
@@ -213,6 +235,7 @@ def _store_each(
             continue
         total.accepted += one.accepted
         total.duplicates += one.duplicates
+        total.held += one.held
         total.rejected += [{**r, "index": index} for r in one.rejected]
         total.job_ids = sorted(set(total.job_ids) | set(one.job_ids))
     return total
@@ -252,6 +275,52 @@ def get_rejected(
         )
         for r in rows
     ]
+
+
+class HeldEventRead(BaseModel):
+    """An event held until its job's job_submitted names the job's model."""
+
+    received_at: str
+    job_id: str
+    event_id: str
+    token_name: str | None
+    token_models: list[str]
+    event: dict[str, Any]
+
+
+class HeldPage(BaseModel):
+    """Held events, newest first, and how many there are."""
+
+    total: int
+    events: list[HeldEventRead]
+
+
+@router.get("/events/held", response_model=HeldPage)
+def get_held(
+    db_session: SessionDep,
+    _access: ReadAccess,
+    job_id: str | None = None,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> HeldPage:
+    """Events a model-scoped token sent for jobs whose job_submitted has not arrived yet."""
+    total, rows = event_store.list_held(
+        db_session=db_session, job_id=job_id, limit=limit, offset=offset
+    )
+    return HeldPage(
+        total=total,
+        events=[
+            HeldEventRead(
+                received_at=rfc3339(r.received_at) or "",
+                job_id=r.job_id,
+                event_id=r.event_id,
+                token_name=r.token_name,
+                token_models=list(r.token_models or []),
+                event=dict(r.payload),
+            )
+            for r in rows
+        ],
+    )
 
 
 @router.get("/schema/events", response_model=dict[str, Any], tags=["ingest"])

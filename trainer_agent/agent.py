@@ -38,9 +38,43 @@ def _env_int(environ: dict[str, str] | None, names: tuple[str, ...]) -> int:
     return 0
 
 
+def _env_digits(env: Any, name: str) -> int | None:
+    value = str(env.get(name, "")).strip()
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+def allocation_base(environ: dict[str, str] | None = None) -> int:
+    """The first attempt number of the current allocation: ETT_ATTEMPT_BASE (the SLURM
+    integration's TaskProlog exports it), else SLURM_RESTART_COUNT x ALLOCATION_STRIDE, else 0."""
+    env = os.environ if environ is None else environ
+    base = _env_digits(env, "ETT_ATTEMPT_BASE")
+    if base is not None:
+        return base
+    requeues = _env_digits(env, "SLURM_RESTART_COUNT")
+    return requeues * ev.ALLOCATION_STRIDE if requeues is not None else 0
+
+
 def detect_attempt(environ: dict[str, str] | None = None) -> int:
-    """The attempt number from the launcher: ETT_ATTEMPT, TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT."""
-    return _env_int(environ, ("ETT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"))
+    """This process's attempt: ETT_ATTEMPT as is (trainer_agent.elastic sets it), else the
+    allocation's base plus torchrun's TORCHELASTIC_RESTART_COUNT (docs/AGENT.md)."""
+    env = os.environ if environ is None else environ
+    exact = _env_digits(env, "ETT_ATTEMPT")
+    if exact is not None:
+        return exact
+    restarts = _env_digits(env, "TORCHELASTIC_RESTART_COUNT") or 0
+    return allocation_base(env) + min(restarts, ev.ALLOCATION_STRIDE - 1)
+
+
+def detect_in_place(environ: dict[str, str] | None = None) -> bool:
+    """True when this attempt restarts in place on the previous attempt's capacity (a torchrun
+    group restart): ETT_ATTEMPT_IN_PLACE, else TORCHELASTIC_RESTART_COUNT > 0 without ETT_ATTEMPT."""
+    env = os.environ if environ is None else environ
+    flag = str(env.get("ETT_ATTEMPT_IN_PLACE", "")).strip().lower()
+    if flag:
+        return flag in ("1", "true", "yes")
+    if _env_digits(env, "ETT_ATTEMPT") is not None:
+        return False
+    return (_env_digits(env, "TORCHELASTIC_RESTART_COUNT") or 0) > 0
 
 
 def detect_rank(environ: dict[str, str] | None = None) -> int:
@@ -271,6 +305,7 @@ class Agent:
         self.endpoint = endpoint or env.get("ETT_ENDPOINT") or ""
         token = token or env.get("ETT_TOKEN") or None
         self.attempt = detect_attempt() if attempt is None else _as_int(attempt, "attempt")
+        self.in_place = detect_in_place() if attempt is None else False
         self.rank = detect_rank() if rank is None else _as_int(rank, "rank")
         self.report_progress = self.rank == 0 if report_progress is None else report_progress
         self.report_attempt = self.rank == 0 if report_attempt is None else report_attempt
@@ -387,6 +422,7 @@ class Agent:
                 ts=process_start or started_at,
                 gpus=gpus,
                 host=host or socket.gethostname(),
+                in_place=True if self.in_place else None,
             )
         if process_start is not None and self.report_attempt:
             # Interpreter start and imports, up to this agent: trainer_init, not hardware_setup.
@@ -658,7 +694,7 @@ class Agent:
     ) -> bool:
         """End the attempt (and the job, when the trainer owns it); True if everything reached the API.
 
-        `status` (succeeded, failed, cancelled) ends the job with that status; without it, a
+        `status` (one of events.JOB_STATUSES) ends the job with that status; without it, a
         trainer-owned job ends `succeeded` when the attempt completed (no failure recorded),
         `cancelled` on KeyboardInterrupt, and `failed` after a failure unless torchrun may still
         restart it. Calls after close() are delivered too. Bounded by `timeout` (exit_timeout_s).
@@ -669,7 +705,11 @@ class Agent:
             log.error("trainer_agent: close(status=%r): use one of %s", status, ev.JOB_STATUSES)
             status = None
         if reason is None and status is not None:
-            reason = {"succeeded": "completed", "cancelled": "cancelled"}.get(status, "failure")
+            reason = {
+                "succeeded": "completed",
+                "cancelled": "cancelled",
+                "preempted": "preempted",
+            }.get(status, "failure")
         if not self._closing:
             self._closing = True
             # Each part on its own: a bad cursor or a broken span must not keep attempt_ended back.
@@ -713,7 +753,7 @@ class Agent:
             elif _restart_may_follow():
                 return  # torchrun restarts the workers: the job goes on
             else:
-                status = "failed"
+                status = "preempted" if reason == "preempted" else "failed"
         self.job_ended(status)
 
     def _log_undelivered(self, where: str) -> None:
@@ -804,14 +844,16 @@ class Agent:
         prev = self._prev_sigterm
         try:
             if self._in_owner_process():
-                if self._failure_kind is None:
+                # Under trainer_agent.elastic the launcher says why: another worker's death
+                # (torchrun then stops the rest with SIGTERM) or its own signal (a preemption).
+                if self._failure_kind is None and not _launcher_reports_failures():
                     self.failure("preemption", "SIGTERM received")
                 if callable(prev):
                     self.flush(
                         self.exit_timeout_s
                     )  # the previous handler decides what happens next
                 else:
-                    self.close()
+                    self.close(reason=None if self._failure_kind else "preempted")
         except Exception:  # noqa: BLE001
             pass
         if callable(prev):
@@ -833,6 +875,12 @@ class _DeadCheckpoint(CheckpointSpan):
         self.bytes = None
         self._sent = True
         self._lock = threading.Lock()
+
+
+def _launcher_reports_failures() -> bool:
+    """True under trainer_agent.elastic, which reports each attempt's failure with its cause."""
+    env = os.environ
+    return bool(env.get("ETT_ELASTIC_ROUND") and env.get("ETT_JOB_ID") and env.get("ETT_ENDPOINT"))
 
 
 def _as_int(value: Any, name: str) -> int:

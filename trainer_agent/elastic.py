@@ -8,17 +8,24 @@ new group would reuse the attempt of the previous one.
 
 This launcher runs torch.distributed.run unchanged, but hooks the elastic agent's restart
 boundary (`SimpleElasticAgent._rendezvous`, called before every start and restart of the worker
-group) and sets ETT_ATTEMPT for the workers it is about to start:
+group) and sets, for the workers it is about to start, ETT_ATTEMPT = the allocation's base +
+the group's restart within the allocation (docs/AGENT.md "Attempt numbers"):
 
-- under the dynamic rendezvous (c10d, etcd-v2: torchrun's default) the attempt is the
-  rendezvous round, which every node of the group reads from the shared rendezvous state;
-- under another rendezvous, the agent's own count of group starts.
+- the base is the first attempt number of the allocation the launcher runs in: ETT_ATTEMPT_BASE
+  (the SLURM TaskProlog exports SLURM_RESTART_COUNT x 1000), else SLURM_RESTART_COUNT x 1000,
+  else an ETT_ATTEMPT the launcher itself was started with, else 0 (ETT_ATTEMPT_OFFSET, if
+  set, replaces it);
+- the restart is the rendezvous round under the dynamic rendezvous (c10d, etcd-v2: torchrun's
+  default), which every node of the group reads from the shared rendezvous state, counted from
+  the first round this launcher saw when it runs inside an allocation (a rendezvous store that
+  outlives one allocation keeps counting); under another rendezvous, the launcher's own count
+  of group starts.
 
-ETT_ELASTIC_ROUND and ETT_ELASTIC_RUN_ID say where it came from. When a scheduler also restarts the
-whole torchrun (SLURM requeue), ETT_ATTEMPT_OFFSET (or SLURM_RESTART_COUNT x (max_restarts + 1))
-is added so attempts keep growing across both. The agent also watches the worker group, through
-its monitor, and reports a worker that died without a word (SIGKILL, OOM) as a `failure` of that
-attempt when ETT_JOB_ID and ETT_ENDPOINT are set.
+Every group after the first of an allocation is an in-place restart: ETT_ATTEMPT_IN_PLACE=1,
+and the workers' attempt_started says `in_place`, so the wait is not booked as queue time.
+ETT_ELASTIC_ROUND and ETT_ELASTIC_RUN_ID say where the number came from. The agent also watches
+the worker group, through its monitor, and reports a worker that died without a word (SIGKILL,
+OOM) as a `failure` of that attempt when ETT_JOB_ID and ETT_ENDPOINT are set.
 """
 
 from __future__ import annotations
@@ -28,7 +35,11 @@ import logging
 import os
 import signal
 import sys
+import time
 from typing import Any
+
+from trainer_agent.agent import allocation_base
+from trainer_agent.events import ALLOCATION_STRIDE
 
 log = logging.getLogger("trainer_agent")
 
@@ -45,14 +56,31 @@ def rendezvous_round(handler: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def attempt_offset(max_restarts: int, environ: dict[str, str] | None = None) -> int:
-    """What to add to the elastic round when a scheduler restarts the whole launcher."""
+def attempt_offset(environ: dict[str, str] | None = None) -> tuple[int, bool]:
+    """The allocation's first attempt number, and whether a scheduler's allocation gave it."""
     env = os.environ if environ is None else environ
     explicit = env.get("ETT_ATTEMPT_OFFSET", "").strip()
-    if explicit.isdigit():
-        return int(explicit)
-    outer = (_OUTER_ATTEMPT or env.get("SLURM_RESTART_COUNT", "")).strip()
-    return int(outer) * (max_restarts + 1) if outer.isdigit() else 0
+    if explicit.isascii() and explicit.isdigit():
+        return int(explicit), True
+    if any(env.get(k, "").strip() for k in ("ETT_ATTEMPT_BASE", "SLURM_RESTART_COUNT")):
+        return allocation_base(env), True
+    outer = (_OUTER_ATTEMPT if environ is None else env.get("ETT_ATTEMPT", "")).strip()
+    if outer.isascii() and outer.isdigit():
+        return int(outer), True
+    return 0, False
+
+
+def restart_in_allocation(
+    round_: int | None, first_round: int | None, local: int, *, allocated: bool
+) -> int:
+    """The group's restart number within its allocation (0 for the allocation's first group)."""
+    if round_ is None:
+        restart = local
+    elif allocated and first_round is not None:
+        restart = round_ - first_round
+    else:
+        restart = round_
+    return max(0, min(restart, ALLOCATION_STRIDE - 1))
 
 
 class _AttemptTracker:
@@ -60,52 +88,77 @@ class _AttemptTracker:
 
     def __init__(self) -> None:
         self.starts = 0
+        self.first_round: int | None = None
         self.attempt = 0
         self.reported: set[tuple[int, int]] = set()
         self.reporter: Any = None
 
     def group_starting(self, agent: Any, worker_group: Any) -> None:
-        spec = worker_group.spec
-        handler = spec.rdzv_handler
+        handler = worker_group.spec.rdzv_handler
         round_ = rendezvous_round(handler)
+        if self.first_round is None:
+            self.first_round = round_
         local = self.starts
         self.starts += 1
-        base = round_ if round_ is not None else local
-        self.attempt = attempt_offset(int(spec.max_restarts)) + base
+        base, allocated = attempt_offset()
+        restart = restart_in_allocation(round_, self.first_round, local, allocated=allocated)
+        if restart == ALLOCATION_STRIDE - 1 and local > 0:
+            log.warning(
+                "trainer_agent.elastic: %d group restarts in one allocation; later ones share "
+                "attempt %d",
+                restart,
+                base + restart,
+            )
+        self.attempt = base + restart
         os.environ["ETT_ATTEMPT"] = str(self.attempt)
-        os.environ["ETT_ELASTIC_ROUND"] = str(base)
+        os.environ["ETT_ATTEMPT_IN_PLACE"] = "1" if restart > 0 else "0"
+        os.environ["ETT_ELASTIC_ROUND"] = str(round_ if round_ is not None else local)
         with contextlib.suppress(Exception):
             os.environ["ETT_ELASTIC_RUN_ID"] = str(handler.get_run_id())
         log.info(
-            "trainer_agent.elastic: worker group start %d (rendezvous round %s): attempt %d",
+            "trainer_agent.elastic: worker group start %d (rendezvous round %s) at %.3f: "
+            "attempt %d%s",
             local,
             round_,
+            time.time(),
             self.attempt,
+            " (in place)" if restart > 0 else "",
         )
 
     def monitored(self, result: Any) -> None:
+        """The group failed: report its root cause (the workers torchrun did not stop itself)."""
         if result is None or not result.is_failed():
             return
-        for rank, failure in (getattr(result, "failures", None) or {}).items():
+        failures = sorted(
+            (getattr(result, "failures", None) or {}).items(),
+            key=lambda kv: (getattr(kv[1], "timestamp", 0) or 0, int(kv[0])),
+        )
+        # A worker killed by SIGTERM while another failed was stopped by torchrun itself.
+        causes = [(r, f) for r, f in failures if _exit_code(f) != -signal.SIGTERM] or failures
+        for rank, failure in causes:
             key = (self.attempt, int(rank))
             if key in self.reported:
                 continue
             self.reported.add(key)
-            self._report(int(rank), failure)
+            kind, what = _describe(_exit_code(failure))
+            self._report(kind, f"torchrun: worker rank {int(rank)} {what}", timeout=5.0)
 
-    def _report(self, rank: int, failure: Any) -> None:
+    def signalled(self, sigval: Any) -> None:
+        """The launcher itself got a death signal (a scheduler's requeue, preemption or
+        cancel): the current attempt was stopped from outside, a preemption."""
+        name = getattr(sigval, "name", str(sigval))
+        if self.starts == 0:  # stopped before its first group: the allocation's first attempt
+            self.attempt = attempt_offset()[0]
+        self._report(
+            "preemption",
+            f"torchrun received {name}: the job was stopped from outside (requeue, "
+            "preemption or cancel)",
+            timeout=1.0,
+        )
+
+    def _report(self, kind: str, message: str, timeout: float) -> None:
         if not (os.environ.get("ETT_JOB_ID") and os.environ.get("ETT_ENDPOINT")):
             return
-        code = int(getattr(failure, "exitcode", 1) or 1)
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            kind = "preemption" if -code == signal.SIGTERM else "infra"
-            what = f"killed by {name} (SIGKILL: e.g. the OOM killer)" if name == "SIGKILL" else name
-        else:
-            kind, what = "app_error", f"exit code {code}"
         from trainer_agent.agent import Agent
 
         if self.reporter is None or self.reporter.attempt != self.attempt:
@@ -120,8 +173,24 @@ class _AttemptTracker:
                 install_handlers=False,
                 job_owner="scheduler",
             )
-        self.reporter.failure(kind, f"torchrun: worker rank {rank} {what}")
-        self.reporter.flush(timeout=5.0)
+        self.reporter.failure(kind, message)
+        self.reporter.flush(timeout=timeout)
+
+
+def _exit_code(failure: Any) -> int:
+    return int(getattr(failure, "exitcode", 1) or 1)
+
+
+def _describe(code: int) -> tuple[str, str]:
+    """(failure kind, words) for a worker's exit code (negative: the signal that killed it)."""
+    if code >= 0:
+        return "app_error", f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    kind = "preemption" if -code == signal.SIGTERM else "infra"
+    return kind, f"killed by {name} (SIGKILL: e.g. the OOM killer)" if name == "SIGKILL" else name
 
 
 _tracker = _AttemptTracker()
@@ -146,6 +215,7 @@ def install() -> bool:
             log.exception("trainer_agent.elastic: cannot number the attempt")
 
     SimpleElasticAgent._rendezvous = _rendezvous  # type: ignore[method-assign]
+    _hook_death_signals()
     for cls in _agent_classes():
         original_monitor = cls._monitor_workers
 
@@ -160,6 +230,22 @@ def install() -> bool:
         cls._monitor_workers = _monitor  # type: ignore[method-assign]
     _installed = True
     return True
+
+
+def _hook_death_signals() -> None:
+    """Report a death signal the launcher gets (torchrun's handler raises SignalException)."""
+    from torch.distributed.elastic.multiprocessing import api as mp_api
+
+    original = mp_api._terminate_process_handler
+
+    def _handler(signum: int, frame: Any) -> None:
+        try:
+            _tracker.signalled(signal.Signals(signum))
+        except Exception:  # noqa: BLE001 - never keep torchrun from shutting down
+            log.exception("trainer_agent.elastic: cannot report the death signal")
+        original(signum, frame)
+
+    mp_api._terminate_process_handler = _handler  # type: ignore[assignment]
 
 
 def _agent_classes() -> list[Any]:

@@ -7,13 +7,26 @@ from typing import Any
 
 FAILURE_KINDS = ("preemption", "app_error", "infra", "induced", "unknown")
 ATTEMPT_END_REASONS = ("completed", "failure", "preempted", "cancelled")
-JOB_STATUSES = ("succeeded", "failed", "cancelled")
+# job_ended statuses (docs/PROTOCOL.md): the first three from trainers, the rest from schedulers.
+JOB_STATUSES = (
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "timeout",
+    "node_failure",
+    "out_of_memory",
+)
 MAX_MESSAGE_CHARS = 4096
 # The server's default heartbeat timeout (ETT_HEARTBEAT_TIMEOUT_S, backend/liveness.py): an
 # attempt silent this long is taken for dead. The agent ships alone and keeps this copy
 # (tests/trainer_agent/test_agent_constants.py checks they agree); it beats every fifth of it.
 SERVER_HEARTBEAT_TIMEOUT_S = 300.0
 HEARTBEAT_S = SERVER_HEARTBEAT_TIMEOUT_S / 5
+# Attempt numbers: allocation x ALLOCATION_STRIDE + in-place restart within it (docs/AGENT.md
+# "Attempt numbers"). A scheduler's requeue starts a new allocation (0, 1000, 2000, ...); a
+# torchrun group restart on the same allocation is the next number (0, 1, 2, ...).
+ALLOCATION_STRIDE = 1000
 
 Event = dict[str, Any]
 

@@ -62,6 +62,8 @@ class SenderStats:
     retries: int = 0
     errors: int = 0
     dead_lettered: int = 0
+    # Delivered, but waiting on the server for the job's job_submitted (a model-scoped token).
+    held: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters as a plain dict."""
@@ -613,6 +615,7 @@ class Sender:
             rejected = body.get("rejected") or []
             self.stats.sent += int(body.get("accepted", len(events) - len(rejected)) or 0)
             self.stats.duplicates += int(body.get("duplicates", 0) or 0)
+            self.stats.held += int(body.get("held", 0) or 0)
             for item in rejected:
                 self.stats.rejected += 1
                 log.error(

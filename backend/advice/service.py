@@ -23,8 +23,11 @@ from backend.advice.critical_path import attempt_critical_path
 from backend.config import Settings
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet.days import DAY_S
+from backend.fleet.ledger import job_contributions
 from backend.jobs.models import Job, Model
 from backend.metrics import core as metrics
+
+TRAINING = ("effective_training", "wasted_training")
 
 DEFAULT_ADVICE_DAYS = 30.0
 BLOCKING = "checkpoint_blocking"
@@ -68,6 +71,8 @@ def checkpoint_advice(
         )
     ).all()
     ids = [j.job_id for j in jobs]
+    # Training GPU-seconds at each attempt's GPUs, as the fleet tables booked them.
+    booked, _failures = job_contributions(db_session=db_session, job_ids=ids)
     training_s = training_gpu_s = replay_s = 0.0
     failures = 0
     configured: list[float] = []
@@ -75,7 +80,12 @@ def checkpoint_advice(
         comps = j.components or {}
         t = float(comps.get("effective_training", 0.0)) + float(comps.get("wasted_training", 0.0))
         training_s += t
-        training_gpu_s += metrics.gpu_s(t, j.gpus)
+        parts = booked.get(j.job_id)
+        training_gpu_s += (
+            sum(v for (comp, _p), v in parts.items() if comp in TRAINING)
+            if parts
+            else metrics.gpu_s(t, j.gpus)
+        )
         replay_s += float((j.wasted or {}).get("replay", 0.0))
         failures += int(j.nof or 0)
         interval = (j.config or {}).get("checkpoint_interval_s")

@@ -86,6 +86,15 @@ def pair_warnings(baseline: Mapping[str, Any], optimized: Mapping[str, Any]) -> 
                 "message": f"GPU counts differ ({baseline.get('gpus')} vs {optimized.get('gpus')})",
             }
         )
+    elif baseline.get("attempt_gpus") != optimized.get("attempt_gpus"):
+        out.append(
+            {
+                "code": "capacity_mismatch",
+                "message": "the jobs' attempts ran on different GPU counts "
+                f"({_counts(baseline)} vs {_counts(optimized)}; partial capacity): compare "
+                "their GPU-hours lost (lost_gpu_h), not only seconds",
+            }
+        )
     ib = baseline.get("checkpoint_interval_s")
     io = optimized.get("checkpoint_interval_s")
     if ib is not None and io is not None and ib != io:
@@ -107,6 +116,10 @@ def pair_warnings(baseline: Mapping[str, Any], optimized: Mapping[str, Any]) -> 
     return out
 
 
+def _counts(job: Mapping[str, Any]) -> str:
+    return ", ".join(str(g) for g in job.get("attempt_gpus") or []) or "?"
+
+
 def compare_pair(baseline: Mapping[str, Any], optimized: Mapping[str, Any]) -> dict[str, Any]:
     """The full comparison of two job summaries (each: lost_parts plus nof, model, gpus, ...).
 
@@ -122,6 +135,8 @@ def compare_pair(baseline: Mapping[str, Any], optimized: Mapping[str, Any]) -> d
         "optimized": eo,
         "delta_pp": eo - eb if eb is not None and eo is not None else None,
     }
+    lb, lo = float(baseline.get("lost_gpu_h") or 0.0), float(optimized.get("lost_gpu_h") or 0.0)
+    out["lost_gpu_h"] = {"baseline": lb, "optimized": lo, "delta": lb - lo}
     out["warnings"] = pair_warnings(baseline, optimized)
     return out
 
@@ -154,5 +169,9 @@ def compare_set(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "nof": {
             "baseline": sum(p["nof"]["baseline"] for p in pairs),
             "optimized": sum(p["nof"]["optimized"] for p in pairs),
+        },
+        "lost_gpu_h": {
+            k: sum((p.get("lost_gpu_h") or {}).get(k, 0.0) for p in pairs)
+            for k in ("baseline", "optimized", "delta")
         },
     }

@@ -31,6 +31,10 @@ class CompareJob(BaseModel):
     checkpoint_s: float
     shutdown_s: float
     lost_s: float
+    lost_gpu_h: float = Field(description="GPU-hours lost, each second at its attempt's GPUs")
+    attempt_gpus: list[int] = Field(
+        description="the GPU counts its attempts ran on (the job's for one that named none)"
+    )
 
 
 class CompareAnswer(BaseModel):
@@ -46,6 +50,10 @@ class CompareAnswer(BaseModel):
     cascade: dict[str, float | None] = Field(description="tts_bound_s, recovery_residual_s, shares")
     nof: dict[str, int | None]
     ett_pct: dict[str, float | None] = Field(description="baseline, optimized, delta_pp")
+    lost_gpu_h: dict[str, float] = Field(
+        description="GPU-hours lost (per-attempt GPUs): baseline, optimized, delta (baseline - "
+        "optimized)"
+    )
     warnings: list[Any]
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from backend.compare.cascade import compare_pair, compare_set, lost_parts
 from backend.ett.models import JobResult
 from backend.jobs.models import Job
+from backend.metrics import core as metrics
 from backend.metrics.reads import scope_models
 
 
@@ -25,10 +26,13 @@ def _summaries(s: Session, where: list[Any]) -> list[dict[str, Any]]:
             JobResult.ended_at,
             JobResult.e2e_s,
             JobResult.effective_s,
+            JobResult.e2e_gpu_s,
+            JobResult.effective_gpu_s,
             JobResult.ett_pct,
             JobResult.nof,
             JobResult.result["l1"].label("l1"),
             JobResult.result["components"].label("components"),
+            JobResult.result["attempts"].label("attempts"),
             Job.config,
             Job.labels,
         )
@@ -38,6 +42,15 @@ def _summaries(s: Session, where: list[Any]) -> list[dict[str, Any]]:
     out = []
     for r in s.execute(stmt):
         parts = lost_parts({"l1": r.l1 or {}, "e2e_s": r.e2e_s, "effective_s": r.effective_s})
+        effective_gpu_s, wall_gpu_s = metrics.job_gpu_s(
+            {
+                "gpus": r.gpus,
+                "e2e_s": r.e2e_s,
+                "effective_s": r.effective_s,
+                "e2e_gpu_s": r.e2e_gpu_s,
+                "effective_gpu_s": r.effective_gpu_s,
+            }
+        )
         out.append(
             {
                 "job_id": r.job_id,
@@ -55,6 +68,8 @@ def _summaries(s: Session, where: list[Any]) -> list[dict[str, Any]]:
                 "checkpoint_interval_s": (r.config or {}).get("checkpoint_interval_s"),
                 "components": r.components or {},
                 **parts,
+                "lost_gpu_h": metrics.gpu_h(wall_gpu_s - effective_gpu_s),
+                "attempt_gpus": metrics.attempt_gpus(r.attempts, r.gpus),
             }
         )
     return out

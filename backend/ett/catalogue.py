@@ -36,6 +36,78 @@ FAILURE_KINDS: tuple[str, ...] = ("preemption", "app_error", "infra", "induced",
 
 
 @dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How one `job_ended.status` is read: the job's status and the failure it implies.
+
+    `failure_kind` is the kind of the failure a job ending so has in its last attempt when that
+    attempt reported none (None: the status is no failure); `inferred` says whether that kind
+    is a guess (plain `failed` names no cause). Issue 27 adds the cause, domain and planned
+    columns to this one table.
+    """
+
+    status: str
+    failure_kind: str | None
+    inferred: bool
+    meaning: str
+
+
+# Every status a job_ended may carry (the wire protocol's list, docs/PROTOCOL.md), in order.
+JOB_ENDS: dict[str, JobEnd] = {
+    e.status: e
+    for e in (
+        JobEnd("succeeded", None, False, "the job finished its work"),
+        JobEnd("failed", "unknown", True, "the job failed; the emitter names no cause"),
+        JobEnd("cancelled", None, False, "stopped on purpose (scancel, Ctrl-C): not a failure"),
+        JobEnd(
+            "preempted",
+            "preemption",
+            False,
+            "preempted by the scheduler for other work, and not requeued",
+        ),
+        JobEnd(
+            "timeout",
+            "app_error",
+            False,
+            "killed at the time limit the job asked for (SLURM TIMEOUT, DEADLINE)",
+        ),
+        JobEnd(
+            "node_failure",
+            "infra",
+            False,
+            "a node of its allocation failed (SLURM NODE_FAIL, BOOT_FAIL)",
+        ),
+        JobEnd(
+            "out_of_memory",
+            "app_error",
+            False,
+            "killed for using more memory than it was given (SLURM OUT_OF_MEMORY)",
+        ),
+    )
+}
+JOB_STATUSES: tuple[str, ...] = tuple(JOB_ENDS)
+
+# Attempt numbers as the trainer agent and the SLURM hooks give them (docs/AGENT.md "Attempt
+# numbers"): allocation x ALLOCATION_STRIDE + in-place restart within it. The agent keeps a copy
+# (trainer_agent/events.py; tests/trainer_agent/test_agent_constants.py checks they agree).
+ALLOCATION_STRIDE = 1000
+
+
+def attempt_label(attempt: object, in_place: bool = False) -> str | None:
+    """An attempt number in words under that scheme ("requeue 1, in-place restart 1" for
+    1001), or None when it needs none: an attempt of the first allocation that is not an
+    in-place restart (0, or another emitter's own 1, 2, ...)."""
+    if type(attempt) is not int or attempt < 0:
+        return None
+    requeues, restart = divmod(attempt, ALLOCATION_STRIDE)
+    if requeues == 0 and not (in_place and restart):
+        return None
+    parts = [f"requeue {requeues}"] if requeues else []
+    if restart:
+        parts.append(f"in-place restart {restart}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class PhaseEntry:
     """One catalogue row: a phase, the component it lands in, and the team that owns it."""
 

@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
+from backend.ett.catalogue import COMPONENTS, WASTE_KINDS, attempt_label
 from backend.ett.level1 import Level1, level1
 from backend.ett.livefacts import live_facts
-from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition
+from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition, piece_gpus
 from backend.ett.timeline import AttemptInfo, build_timeline
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
@@ -29,11 +29,18 @@ class Interval:
     attempt: int | None
     component: str
     phase: str | None
+    # The GPUs its seconds are charged at (partition.piece_gpus).
+    gpus: int = 1
 
     @property
     def duration_s(self) -> float:
         """Length in seconds."""
         return self.end - self.start
+
+    @property
+    def gpu_s(self) -> float:
+        """GPU-seconds: its length times the GPUs it is charged at."""
+        return (self.end - self.start) * self.gpus
 
 
 @dataclass(slots=True)
@@ -46,9 +53,11 @@ class AttemptSummary:
     reason: str | None
     host: str | None
     gpus: int | None
+    # An in-place restart (attempt_started.in_place); in the stored result, not the attempts table.
+    in_place: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON shape (times as epoch seconds)."""
+        """JSON shape (times as epoch seconds): the attempts table's row."""
         return {
             "attempt": self.attempt,
             "started_at": self.started_at,
@@ -90,6 +99,9 @@ class JobETT:
     # What the live state of an open job is derived from (backend.ett.livefacts): attempts,
     # open spans, the last cursor advance, the current piece. Stored with the result.
     live: dict[str, Any] = field(default_factory=dict)
+    # GPU-seconds, each interval at the GPUs of its attempt (partition.piece_gpus).
+    e2e_gpu_s: float = 0.0
+    effective_gpu_s: float = 0.0
 
     @property
     def effective_s(self) -> float:
@@ -103,8 +115,8 @@ class JobETT:
 
     @property
     def gpu_hours_lost(self) -> float:
-        """(E2E - effective) x gpus / 3600."""
-        return (self.e2e_s - self.effective_s) * self.gpus / 3600.0
+        """Lost GPU-seconds / 3600: each lost second at the GPUs it is charged at."""
+        return (self.e2e_gpu_s - self.effective_gpu_s) / 3600.0
 
     def to_dict(
         self,
@@ -139,6 +151,8 @@ class JobETT:
             "effective_s": self.effective_s,
             "ett_pct": self.ett_pct,
             "gpu_hours_lost": self.gpu_hours_lost,
+            "e2e_gpu_s": self.e2e_gpu_s,
+            "effective_gpu_s": self.effective_gpu_s,
             "components": dict(self.components),
             "wasted": dict(self.wasted),
             "l1": l1,
@@ -151,6 +165,8 @@ class JobETT:
                     **a.to_dict(),
                     "started_at": fmt(a.started_at),
                     "ended_at": None if a.ended_at is None else fmt(a.ended_at),
+                    "in_place": a.in_place,
+                    "label": attempt_label(a.attempt, a.in_place),
                 }
                 for a in self.attempts
             ],
@@ -164,6 +180,7 @@ class JobETT:
                     "attempt": iv.attempt,
                     "component": iv.component,
                     "phase": iv.phase,
+                    "gpus": iv.gpus,
                 }
                 for iv in self.intervals
             ]
@@ -182,6 +199,7 @@ def _summaries(attempts: list[AttemptInfo]) -> list[AttemptSummary]:
             reason=a.reason if a.reason is not None else ("failure" if a.failure else None),
             host=a.host,
             gpus=a.gpus,
+            in_place=a.in_place,
         )
         for a in sorted(attempts, key=lambda x: x.attempt)
     ]
@@ -231,6 +249,8 @@ def compute_job(
         components, wasted = _sums(part.pieces)
         l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
         live = live_facts(tl, part.pieces)
+        gpus = piece_gpus(tl, part.pieces)
+        intervals = [Interval(*p, g) for p, g in zip(part.pieces, gpus, strict=True)]
     return JobETT(
         job_id=tl.job_id,
         model=tl.model,
@@ -248,7 +268,7 @@ def compute_job(
         l1=l1,
         phases=part.phases,
         warnings=tl.warnings.to_list(),
-        intervals=[Interval(*p) for p in part.pieces],
+        intervals=intervals,
         attempts=_summaries(tl.attempts),
         live_tail_start=(
             min(tl.last_event_at, tl.ended_at)
@@ -258,6 +278,8 @@ def compute_job(
         spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
         events=tl.events,
         live=live,
+        e2e_gpu_s=sum(iv.gpu_s for iv in intervals),
+        effective_gpu_s=sum(iv.gpu_s for iv in intervals if iv.component == EFFECTIVE),
     )
 
 

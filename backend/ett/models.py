@@ -30,6 +30,9 @@ class JobResult(Base):
     effective_s: Mapped[float] = mapped_column(Float, default=0.0)
     ett_pct: Mapped[float] = mapped_column(Float, default=0.0)
     gpu_hours_lost: Mapped[float] = mapped_column(Float, default=0.0)
+    # Wall and effective GPU-seconds, each second at its attempt's GPUs (NULL: stored before).
+    e2e_gpu_s: Mapped[float | None] = mapped_column(Float)
+    effective_gpu_s: Mapped[float | None] = mapped_column(Float)
     nof: Mapped[int] = mapped_column(Integer, default=0)
     tts_s: Mapped[float] = mapped_column(Float, default=0.0)
     recovery_s: Mapped[float] = mapped_column(Float, default=0.0)
@@ -64,6 +67,8 @@ class JobInterval(Base):
     end: Mapped[float] = mapped_column(Float)
     component: Mapped[str] = mapped_column(String(32))
     phase: Mapped[str | None] = mapped_column(String(128))
+    # GPUs its seconds are charged at (its attempt's); NULL in rows from before: the job's.
+    gpus: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_job_intervals_job_id", "job_id"),

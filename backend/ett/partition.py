@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from backend.ett.catalogue import Resolution, catalogue_rank, resolve_phase
-from backend.ett.timeline import Checkpoint, Span, Timeline, WarningLog, Window
+from backend.ett.timeline import AttemptInfo, Checkpoint, Span, Timeline, WarningLog, Window
 
 # A piece: (start, end, attempt, component, phase).
 Piece = tuple[float, float, int | None, str, str | None]
@@ -270,6 +270,14 @@ def phase_layer(spans: list[Span], resolve: Mapping[str, Resolution]) -> list[Pi
     return out
 
 
+def in_place_gap(info: AttemptInfo, i: int) -> str:
+    """Rule 4 between attempts: the wait for the next `attempt_started` is scheduling (queue
+    time), unless that attempt restarts in place (`in_place`): it got its capacity when the
+    previous attempt stopped, since that capacity was never released, so the wait is inside an
+    attempt before its first span, which is hardware_setup."""
+    return "hardware_setup" if info.in_place and i > 0 else "scheduling"
+
+
 def implicit_layer(tl: Timeline) -> list[Piece]:
     """Rule 4 (and 5 inside attempts): scheduling, hardware_setup, shutdown; a full cover."""
     out: list[Piece] = []
@@ -284,7 +292,8 @@ def implicit_layer(tl: Timeline) -> list[Piece]:
             end = attempts[i + 1].start
         end = max(end, start)
         if start > cur:
-            out.append((cur, start, info.attempt, "scheduling", "scheduling"))
+            gap = in_place_gap(info, i)
+            out.append((cur, start, info.attempt, gap, gap))
         setup_end = min(max(info.first_span, start), end)
         if setup_end > start:
             out.append((start, setup_end, info.attempt, "hardware_setup", "hardware_setup"))
@@ -300,6 +309,28 @@ def implicit_layer(tl: Timeline) -> list[Piece]:
             last = attempts[-1]
             comp = "scheduling" if tl.provisional else "shutdown"
             out.append((cur, tl.ended_at, last.attempt, comp, comp))
+    return out
+
+
+def piece_gpus(tl: Timeline, pieces: list[Piece]) -> list[int]:
+    """The GPUs each piece's seconds are charged at: inside an attempt (from its start to its
+    stop, and an in-place restart's wait, whose capacity it holds) that attempt's
+    `attempt_started.gpus`, else the job's; outside every attempt (queued before the first,
+    between attempts, after the last) the job's requested count (`job_submitted.gpus`)."""
+    job = tl.gpus
+    spans = {
+        info.attempt: (info.start, info.end, info.gpus or job, info.in_place and i > 0)
+        for i, info in enumerate(tl.attempts)
+    }
+    out: list[int] = []
+    for s, e, a, _comp, _phase in pieces:
+        span = spans.get(a) if a is not None else None
+        if span is None:
+            out.append(job)
+            continue
+        start, stop, gpus, in_place = span
+        inside = s >= start and e <= max(stop, start)
+        out.append(gpus if inside or (in_place and e <= start) else job)
     return out
 
 

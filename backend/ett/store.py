@@ -54,6 +54,8 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
             effective_s=result.effective_s,
             ett_pct=result.ett_pct,
             gpu_hours_lost=result.gpu_hours_lost,
+            e2e_gpu_s=result.e2e_gpu_s,
+            effective_gpu_s=result.effective_gpu_s,
             nof=result.l1.nof,
             tts_s=result.l1.tts_s,
             recovery_s=result.l1.recovery_s,
@@ -68,6 +70,7 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
             "end": iv.end,
             "component": iv.component,
             "phase": iv.phase,
+            "gpus": iv.gpus,
         }
         for iv in result.intervals
     ]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ett.catalogue import FAILURE_KINDS
+from backend.ett.catalogue import FAILURE_KINDS, JOB_ENDS, JobEnd
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 # Rank of each type among events at the same instant (part of the total sort key).
@@ -44,6 +44,9 @@ _TIME_FIELD: dict[str, str] = {
 }
 _FAILURE_KINDS = frozenset(FAILURE_KINDS)
 _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
+# An allocation-scoped end (a scheduler's) ends the latest in-place restart started before it,
+# within this slack: schedulers record times in whole seconds, truncated.
+ALLOCATION_SLACK_S = 1.0
 # A phase_started without a span_id match is closed by the `phase` of the same attempt and name
 # whose start is nearest, within this many seconds.
 MATCH_TOLERANCE_S = 1.0
@@ -72,7 +75,7 @@ WARNING_RULES: dict[str, str] = {
     "progress_after_next_attempt": "progress or checkpoint reported past the next attempt's start (a leftover process): cut off at that start",
     "failure_after_attempt_end": "failure stamped after its attempt's attempt_ended (a scheduler's report at the process exit): moved to the attempt's end",
     "failure_before_progress": "failure stamped before its attempt's last progress window or checkpoint ended (clock skew): moved to that end",
-    "inferred_failure_job_failed": "job_ended says failed but its last attempt reported no failure: a failure was inferred at that attempt's last event",
+    "inferred_failure_job_failed": "job_ended says the job failed (failed, preempted, timeout, node_failure, out_of_memory) but its last attempt reported no failure: a failure of that status's kind was placed at that attempt's last event",
     "abandoned": "open job silent longer than the abandon timeout: it ends at its last event",
     "missing_attempt_started": "attempt without attempt_started: its start taken as its earliest event",
     "multiple_attempt_started": "several attempt_started events for one attempt: the earliest was kept",
@@ -193,6 +196,8 @@ class AttemptInfo:
     end: float = 0.0
     # Still running: an open job's attempt with no end, no failure and not yet silent too long.
     live: bool = False
+    # An in-place restart (attempt_started.in_place): it holds the previous attempt's capacity.
+    in_place: bool = False
 
 
 @dataclass(slots=True)
@@ -413,6 +418,7 @@ def build_timeline(
     windows: list[Window] = []
     checkpoints: list[Checkpoint] = []
     explicit_failures: dict[int, Failure] = {}
+    allocation_ends: list[tuple[float, int, str, Mapping[str, Any], int]] = []
     times_max = -math.inf
     add_window = windows.append
     info = AttemptInfo(attempt=-1)
@@ -485,16 +491,16 @@ def build_timeline(
                 continue
             end = bend
             checkpoints.append(Checkpoint(t, bend, a, eid))
+        elif (rank == 7 or rank == 8) and ev.get("scope") == "allocation":
+            # A scheduler's end of the allocation: its attempt is known once every start is.
+            allocation_ends.append((t, rank, eid, ev, a))
+            if t > times_max:
+                times_max = t
+            continue
         elif rank == 7:  # failure: the earliest explicit one of an attempt wins
-            kind = ev.get("kind")
-            if type(kind) is not str or kind not in _FAILURE_KINDS:
-                warnings.add("unknown_failure_kind", eid)
-                kind = "unknown"
+            kind = _failure_kind(ev, eid, warnings)
             if a not in explicit_failures:
-                msg = ev.get("message")
-                explicit_failures[a] = Failure(
-                    t, kind, a, False, eid, msg if type(msg) is str else None
-                )
+                explicit_failures[a] = _explicit_failure(ev, t, kind, a, eid)
         if a != cur_a:
             cur_a = a
             found = attempts.get(a)
@@ -513,6 +519,8 @@ def build_timeline(
                 info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
             else:
                 warnings.add("multiple_attempt_started", info.start_event, eid)
+            if ev.get("in_place") is True:
+                info.in_place = True
         elif rank == 8:  # attempt_ended
             if info.ended_at is None:
                 reason = ev.get("reason")
@@ -561,6 +569,9 @@ def build_timeline(
         if info.start_event is None:
             warnings.add("missing_attempt_started", info.earliest_event_id)
             info.start = info.earliest_event if math.isfinite(info.earliest_event) else job_end
+    if allocation_ends:
+        route_allocation_ends(allocation_ends, attempts, explicit_failures, warnings)
+    for info in attempts.values():
         if info.ended_at is not None and info.ended_at < info.start:
             warnings.add("attempt_ended_before_start", info.end_event)
             info.ended_at = info.start
@@ -571,7 +582,7 @@ def build_timeline(
 
     failures: list[Failure] = []
     last_info = ordered[-1] if ordered else None
-    job_failed = ended is not None and ended.get("status") == "failed"
+    job_end_kind = _job_end(ended)
     for i, info in enumerate(ordered):
         later_start = ordered[i + 1].start if i + 1 < len(ordered) else None
         failure = explicit_failures.get(info.attempt)
@@ -589,9 +600,10 @@ def build_timeline(
         silent = later_start is not None or silence_ref - last > heartbeat_timeout_s
         if failure is None and info.ended_at is None and silent:
             failure = Failure(last, "unknown", info.attempt, True, None)
-        if failure is None and job_failed and info is last_info:
+        if failure is None and job_end_kind is not None and info is last_info:
             warnings.add("inferred_failure_job_failed", ended.get("event_id") if ended else None)
-            failure = Failure(last, "unknown", info.attempt, True, None)
+            kind = job_end_kind.failure_kind or "unknown"
+            failure = Failure(last, kind, info.attempt, job_end_kind.inferred, None)
         if failure is not None:
             failure_after_attempt_end(failure, info, warnings)
             blocked = busy_until.get(info.attempt)
@@ -656,6 +668,78 @@ def failure_after_attempt_end(failure: Failure, info: AttemptInfo, warnings: War
     if info.ended_at is not None and failure.ts > info.ended_at:
         warnings.add("failure_after_attempt_end", failure.event_id, info.end_event)
         failure.ts = max(info.ended_at, info.start)
+
+
+def _failure_kind(ev: Mapping[str, Any], eid: str, warnings: WarningLog) -> str:
+    kind = ev.get("kind")
+    if type(kind) is not str or kind not in _FAILURE_KINDS:
+        warnings.add("unknown_failure_kind", eid)
+        return "unknown"
+    return kind
+
+
+def _explicit_failure(ev: Mapping[str, Any], t: float, kind: str, a: int, eid: str) -> Failure:
+    msg = ev.get("message")
+    return Failure(t, kind, a, False, eid, msg if type(msg) is str else None)
+
+
+def _job_end(ended: Mapping[str, Any] | None) -> JobEnd | None:
+    """The JOB_ENDS row of a job_ended whose status implies a failure (else None)."""
+    status = ended.get("status") if ended is not None else None
+    row = JOB_ENDS.get(status) if type(status) is str else None
+    return row if row is not None and row.failure_kind is not None else None
+
+
+def route_allocation_ends(
+    ends: list[tuple[float, int, str, Mapping[str, Any], int]],
+    attempts: dict[int, AttemptInfo],
+    explicit_failures: dict[int, Failure],
+    warnings: WarningLog,
+) -> None:
+    """Allocation-scoped failures and attempt_ended (a scheduler's) end the allocation's latest
+    attempt: the one named, or the last of the in-place restarts that follow it and started
+    before the end (within ALLOCATION_SLACK_S). Such an end is never earlier than that attempt's
+    start, nor than its last event within ALLOCATION_SLACK_S after it (schedulers truncate to
+    whole seconds). The earliest failure or end still wins."""
+    ordered = sorted(attempts.values(), key=lambda x: (x.start, x.attempt))
+    index = {info.attempt: i for i, info in enumerate(ordered)}
+    for t, rank, eid, ev, a in sorted(ends, key=lambda x: (x[0], x[1], x[2])):
+        i = index.get(a)
+        if i is None:  # nothing else of the attempt: it starts at this event
+            target = attempts[a] = AttemptInfo(
+                attempt=a, start=t, earliest_event=t, earliest_event_id=eid
+            )
+            warnings.add("missing_attempt_started", eid)
+            ordered.append(target)
+            ordered.sort(key=lambda x: (x.start, x.attempt))
+            index = {info.attempt: k for k, info in enumerate(ordered)}
+        else:
+            while (
+                i + 1 < len(ordered)
+                and ordered[i + 1].in_place
+                and ordered[i + 1].start < t + ALLOCATION_SLACK_S
+            ):
+                i += 1
+            target = ordered[i]
+        # The scheduler's whole second holds the end: no earlier than the attempt's own events
+        # of that second (a restart or a last window inside it).
+        t = max(t, min(target.last_event, t + ALLOCATION_SLACK_S), target.start)
+        if t > target.last_event:
+            target.last_event = t
+        b = target.attempt
+        if rank == 7:
+            kind = _failure_kind(ev, eid, warnings)
+            known = explicit_failures.get(b)
+            if known is None or t < known.ts:
+                explicit_failures[b] = _explicit_failure(ev, t, kind, b, eid)
+        elif target.ended_at is None or t < target.ended_at:
+            if target.ended_at is not None:
+                warnings.add("multiple_attempt_ended", target.end_event, eid)
+            reason = ev.get("reason")
+            target.ended_at, target.end_event = t, eid
+            target.reason = reason if type(reason) is str else None
+        else:
+            warnings.add("multiple_attempt_ended", target.end_event, eid)
 
 
 def cut_at_next_attempt(

@@ -1,4 +1,4 @@
-"""Raw events (the truth, append-only) and rejected events (kept with their reason).
+"""Raw events (the truth, append-only), rejected events (kept with their reason) and held events.
 
 The tables ingest writes and the engine reads; backend.events.store is the code that touches them.
 """
@@ -58,3 +58,25 @@ class RejectedEvent(Base):
     token_name: Mapped[str | None] = mapped_column(String(128))
 
     __table_args__ = (Index("ix_rejected_events_received_at", "received_at"),)
+
+
+class HeldEvent(Base):
+    """An event a model-scoped token sent for a job whose model no job_submitted has named yet.
+
+    Kept aside, never read by the engine, until the job's job_submitted arrives: then it joins
+    the job's raw events if the token may write that model, else it moves to rejected_events
+    with the reason (docs/PROTOCOL.md "A job's model").
+    """
+
+    __tablename__ = "held_events"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(128))
+    event_id: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[float] = mapped_column(Float)
+    token_name: Mapped[str | None] = mapped_column(String(128))
+    # The models the sending token could write when the event arrived.
+    token_models: Mapped[list[str]] = mapped_column(JSONType)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+    __table_args__ = (Index("ix_held_events_job_id", "job_id", "id"),)

@@ -10,11 +10,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy import Text, cast, select, text, tuple_, update
+from sqlalchemy import Text, cast, delete, func, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
-from backend.events.models import RawEvent, RejectedEvent
+from backend.events.models import HeldEvent, RawEvent, RejectedEvent
 from backend.events.retention import month_of
 from backend.jobs.models import Job
 
@@ -142,6 +142,96 @@ def list_rejected(
     if job_id is not None:
         stmt = stmt.where(RejectedEvent.job_id == job_id)
     return list(db_session.scalars(stmt))
+
+
+def held_keys(
+    *, db_session: Session, job_ids: Iterable[str]
+) -> tuple[dict[str, int], set[tuple[str, str, str]]]:
+    """Held events of these jobs: how many each holds, and the (job_id, event_id, payload JSON)
+    of each, to tell a resent copy from a new event."""
+    counts: dict[str, int] = {}
+    keys: set[tuple[str, str, str]] = set()
+    ordered = sorted(set(job_ids))
+    ht = HeldEvent.__table__
+    for k in range(0, len(ordered), _KEY_CHUNK):
+        for job_id, event_id, payload in db_session.execute(
+            select(ht.c.job_id, ht.c.event_id, cast(ht.c.payload, Text)).where(
+                ht.c.job_id.in_(ordered[k : k + _KEY_CHUNK])
+            )
+        ):
+            counts[job_id] = counts.get(job_id, 0) + 1
+            keys.add((job_id, event_id, _canonical(orjson.loads(payload))))
+    return counts, keys
+
+
+def _canonical(event: Any) -> str:
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def canonical_payload(event: Mapping[str, Any]) -> str:
+    """The form held_keys compares payloads in (sorted keys, compact)."""
+    return _canonical(dict(event))
+
+
+def hold(*, db_session: Session, rows: list[dict[str, Any]]) -> None:
+    """Keep events aside until their job's job_submitted (held_events rows, as dicts)."""
+    if rows:
+        db_session.execute(insert_for(db_session, HeldEvent.__table__), rows)
+
+
+def take_held(
+    *, db_session: Session, job_ids: Iterable[str]
+) -> list[tuple[str | None, list[str], dict[str, Any]]]:
+    """Remove and return the held events of these jobs: (token name, token models, event).
+
+    The rows are locked first (Postgres), so two batches releasing one job take turns and each
+    held event is released once.
+    """
+    ht = HeldEvent.__table__
+    out: list[tuple[str | None, list[str], dict[str, Any]]] = []
+    ordered = sorted(set(job_ids))
+    for k in range(0, len(ordered), _KEY_CHUNK):
+        part = ordered[k : k + _KEY_CHUNK]
+        rows = list(
+            db_session.execute(
+                select(ht.c.id, ht.c.token_name, ht.c.token_models, cast(ht.c.payload, Text))
+                .where(ht.c.job_id.in_(part))
+                .order_by(ht.c.id)
+                .with_for_update()
+            )
+        )
+        if not rows:
+            continue
+        db_session.execute(delete(ht).where(ht.c.id.in_([r[0] for r in rows])))
+        out.extend((name, list(models or []), orjson.loads(p)) for _i, name, models, p in rows)
+    return out
+
+
+def jobs_with_held(*, db_session: Session, job_ids: Iterable[str]) -> set[str]:
+    """Which of these jobs have held events."""
+    ordered = sorted(set(job_ids))
+    found: set[str] = set()
+    for k in range(0, len(ordered), _KEY_CHUNK):
+        found.update(
+            db_session.scalars(
+                select(HeldEvent.job_id)
+                .where(HeldEvent.job_id.in_(ordered[k : k + _KEY_CHUNK]))
+                .distinct()
+            )
+        )
+    return found
+
+
+def list_held(
+    *, db_session: Session, job_id: str | None = None, limit: int = 100, offset: int = 0
+) -> tuple[int, list[HeldEvent]]:
+    """Held events, newest first, and how many there are, for an operator."""
+    stmt = select(HeldEvent).order_by(HeldEvent.id.desc()).limit(limit).offset(offset)
+    total = select(func.count()).select_from(HeldEvent)
+    if job_id is not None:
+        stmt = stmt.where(HeldEvent.job_id == job_id)
+        total = total.where(HeldEvent.job_id == job_id)
+    return int(db_session.scalar(total) or 0), list(db_session.scalars(stmt))
 
 
 def load_events(*, db_session: Session, job_id: str) -> list[dict[str, Any]]:

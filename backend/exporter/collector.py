@@ -39,7 +39,7 @@ from backend.fleet.models import FAILURES, GPU_SECONDS, LedgerEntry
 from backend.jobs.models import Job, Model
 from backend.live import service as live_service
 from backend.live.state import STATES
-from backend.metrics.core import gpus_of
+from backend.metrics.core import gpus_of, interval_gpus
 from backend.metrics.window import rolling_ett
 from backend.owners import service as owners_service
 from backend.owners.mapping import Resolver
@@ -315,6 +315,7 @@ class DatabaseCollector(Collector):
                 Model.owner,
                 JobResult.gpus,
                 JobInterval.component,
+                JobInterval.gpus,
             )
             .join(last_end, last_end.c.job_id == JobResult.job_id)
             .join(
@@ -325,13 +326,13 @@ class DatabaseCollector(Collector):
         )
         seen: set[str] = set()
         count: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-        for job_id, model, team, gpus, comp in s.execute(stmt):
+        for job_id, model, team, gpus, comp, now_gpus in s.execute(stmt):
             if job_id in seen:
                 continue
             seen.add(job_id)
             acc = count[(models(model or ""), _team(team), comp)]
             acc[0] += 1
-            acc[1] += gpus_of(gpus)
+            acc[1] += interval_gpus(now_gpus, gpus)  # its current attempt's GPUs
         jobs = GaugeMetricFamily(
             "ett_running_jobs",
             "Open jobs by model, team and the component their latest second is in.",
@@ -339,7 +340,8 @@ class DatabaseCollector(Collector):
         )
         gpus_fam = GaugeMetricFamily(
             "ett_running_job_gpus",
-            "GPUs held by open jobs, by model, team and current component.",
+            "GPUs held by open jobs (their current attempt's), by model, team and current "
+            "component.",
             labels=["model", "team", "component"],
         )
         for key, (n, g) in sorted(count.items()):

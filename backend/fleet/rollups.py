@@ -1,7 +1,8 @@
 """Keeping the fleet tables current: the writes behind every fleet read (backend/metrics reads).
 
 A recompute calls `refresh_job_rollups` in its own transaction; `rebuild_rollups` starts over.
-GPU-seconds are weighted here, once, with the NULL rule of `backend.fleet.weights` (`gpus_of`).
+GPU-seconds are weighted here, once, with the rules of `backend.fleet.weights`: each
+interval at the GPUs of its attempt, the job's outside attempts.
 """
 
 from __future__ import annotations
@@ -83,17 +84,18 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
             ).where(JobResult.job_id.in_(ids))
         )
     }
-    per_job: dict[str, list[tuple[float, float, str, str | None]]] = defaultdict(list)
-    for job_id, start, end, comp, phase in s.execute(
+    per_job: dict[str, list[tuple[float, float, str, str | None, int | None]]] = defaultdict(list)
+    for job_id, start, end, comp, phase, gpus in s.execute(
         select(
             JobInterval.job_id,
             JobInterval.start,
             JobInterval.end,
             JobInterval.component,
             JobInterval.phase,
+            JobInterval.gpus,
         ).where(JobInterval.job_id.in_(ids))
     ):
-        per_job[job_id].append((start, end, comp, phase))
+        per_job[job_id].append((start, end, comp, phase, gpus))
 
     delta: dict[tuple[float, str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for day, comp, phase, model, wall_s, gpu_s in s.execute(
@@ -116,7 +118,7 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
     for job_id, r in results.items():
         model = r.model or NO_MODEL
         gpus = weights.gpus_of(r.gpus)
-        for (day, comp, phase), wall_s in split_by_day(per_job.get(job_id, ())).items():
+        for (day, comp, phase), (wall_s, gpu_s) in _job_days(per_job.get(job_id, ()), r.gpus):
             ph = phase or NO_PHASE
             new_days.append(
                 {
@@ -126,12 +128,12 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
                     "phase": ph,
                     "model": model,
                     "wall_s": wall_s,
-                    "gpu_s": weights.gpu_s(wall_s, gpus),
+                    "gpu_s": gpu_s,
                 }
             )
             d = delta[(day, model, comp, ph)]
             d[0] += wall_s
-            d[1] += weights.gpu_s(wall_s, gpus)
+            d[1] += gpu_s
         l1 = r.l1 if isinstance(r.l1, dict) else {}
         for i, f in enumerate(l1.get("failures") or []):
             ts = _ts(f.get("ts"))
@@ -173,6 +175,23 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
         for part in _chunks(rows, 2000):
             s.execute(insert(table), list(part))
     _apply_delta(s, delta)
+
+
+def _job_days(
+    intervals: Iterable[tuple[float, float, str, str | None, int | None]], job_gpus: Any
+) -> list[tuple[tuple[float, str, str | None], tuple[float, float]]]:
+    """One job's (wall, GPU) seconds per (UTC day, component, phase), each interval at its
+    attempt's GPUs; in key order."""
+    acc: dict[tuple[float, str, str | None], list[float]] = {}
+    by_gpus: dict[int, list[tuple[float, float, str, str | None]]] = defaultdict(list)
+    for start, end, comp, phase, gpus in intervals:
+        by_gpus[weights.interval_gpus(gpus, job_gpus)].append((start, end, comp, phase))
+    for gpus, group in by_gpus.items():
+        for key, wall_s in split_by_day(group).items():
+            a = acc.setdefault(key, [0.0, 0.0])
+            a[0] += wall_s
+            a[1] += weights.gpu_s(wall_s, gpus)
+    return [(k, (v[0], v[1])) for k, v in sorted(acc.items(), key=lambda kv: repr(kv[0]))]
 
 
 def _upsert_add(s: Session, table: Any, keys: list[str], rows: list[dict[str, Any]]) -> None:

@@ -1,6 +1,8 @@
 """Pure arithmetic of the metrics layer: no database, no web; every rule is written once here.
 
 - NULL `gpus` counts as 1 GPU (the engine's default when no event names a size).
+- A second is charged at the GPUs of the attempt it belongs to, the job's requested count
+  outside attempts (queue time); an interval stored without its own count takes the job's.
 - ETT% = effective GPU-time / wall GPU-time x 100, None when there is no GPU-time.
 - GPU-hours = GPU-seconds / 3600.
 - A bucket is partial when the range cuts it or it has not ended yet at `now`.
@@ -9,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -21,6 +24,11 @@ from backend.fleet.days import bucket_end, bucket_start, bucket_starts
 from backend.fleet.weights import NULL_GPUS as NULL_GPUS
 from backend.fleet.weights import gpu_s as gpu_s
 from backend.fleet.weights import gpus_of as gpus_of
+from backend.fleet.weights import interval_gpu_s as interval_gpu_s
+from backend.fleet.weights import interval_gpus as interval_gpus
+from backend.fleet.weights import job_gpu_s as job_gpu_s
+from backend.fleet.weights import job_weight as job_weight
+from backend.fleet.weights import mean_gpus as mean_gpus
 
 HOUR_S = 3600.0
 ZERO = 1e-6
@@ -33,6 +41,14 @@ class OwnerResolver(Protocol):
     def owner(self, component: str, phase: str | None) -> str: ...  # noqa: D102
 
     def system(self, component: str, phase: str | None) -> str: ...  # noqa: D102
+
+
+def attempt_gpus(attempts: Any, job_gpus: Any) -> list[int]:
+    """The distinct GPU counts a job's attempts ran on (the job's for one that named none)."""
+    counts = {
+        interval_gpus(a.get("gpus"), job_gpus) for a in attempts or [] if isinstance(a, Mapping)
+    }
+    return sorted(counts) or [gpus_of(job_gpus)]
 
 
 def gpu_h(gpu_seconds: float) -> float:
@@ -50,12 +66,12 @@ def ett_pct(components: Mapping[str, float]) -> float | None:
     return pct(components.get(EFFECTIVE, 0.0), sum(components.values()))
 
 
-def weighted_ett_pct(jobs: Iterable[tuple[float, float, Any]]) -> float | None:
-    """GPU-weighted ETT% of whole jobs from (effective_s, e2e_s, gpus) triples."""
+def weighted_ett_pct(jobs: Iterable[tuple[float, float]]) -> float | None:
+    """GPU-weighted ETT% of whole jobs from (effective, wall) GPU-seconds pairs (`job_gpu_s`)."""
     eff = wall = 0.0
-    for effective_s, e2e_s, gpus in jobs:
-        eff += gpu_s(effective_s, gpus)
-        wall += gpu_s(e2e_s, gpus)
+    for effective_gpu_s, wall_gpu_s in jobs:
+        eff += effective_gpu_s
+        wall += wall_gpu_s
     return pct(eff, wall)
 
 
@@ -218,10 +234,11 @@ def weighted_level1(
     jobs: Iterable[tuple[Any, Any, float | None, float | None, int | None]],
 ) -> list[dict[str, Any]]:
     """GPU-weighted TTS per job, TTR per failure and NoF per job, per key, from (key, gpus,
-    tts_s, recovery_s, nof) rows; sorted by key."""
+    tts_s, recovery_s, nof) rows, `gpus` a job's weight (its mean GPUs, `mean_gpus`); sorted
+    by key."""
     acc: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for key, gpus, tts, rec, nof in jobs:
-        w = float(gpus_of(gpus))
+        w = _weight(gpus)
         a = acc[key]
         a[0] += w
         a[1] += _num(tts) * w
@@ -239,6 +256,13 @@ def weighted_level1(
             }
         )
     return out
+
+
+def _weight(gpus: Any) -> float:
+    """A job's GPU weight: a positive count (a mean may be fractional), else the NULL rule."""
+    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Real) or not gpus > 0:
+        return float(NULL_GPUS)
+    return float(gpus)
 
 
 def _num(value: float | int | None) -> float:

@@ -1,7 +1,8 @@
 """The database reads the metrics layer sums: day rollups, per-job day tables, failures, intervals.
 
-Every GPU-second read here was weighted once, by `backend.fleet.rollups` (NULL `gpus` as 1 GPU),
-or is weighted here in SQL with the same rule (`gpus_sql`).
+Every GPU-second read here was weighted once, by `backend.fleet.rollups` (each interval at its
+attempt's GPUs, NULL `gpus` as the job's, NULL job `gpus` as 1 GPU), or is weighted here in SQL
+with the same rule (`interval_gpus_sql`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from backend.metrics.core import NULL_GPUS
 def gpus_sql() -> Any:
     """A job's GPU count in SQL with the NULL rule of `core.gpus_of`."""
     return func.coalesce(JobResult.gpus, NULL_GPUS)
+
+
+def interval_gpus_sql() -> Any:
+    """An interval's GPU count in SQL with the rule of `core.interval_gpus`."""
+    return func.coalesce(JobInterval.gpus, JobResult.gpus, NULL_GPUS)
 
 
 def scope_models(
@@ -167,5 +173,5 @@ def clipped_s(t0: float, t1: float) -> Any:
 
 
 def clipped_gpu_s(t0: float, t1: float) -> Any:
-    """An interval's GPU-seconds inside [t0, t1] (SQL), NULL gpus as 1."""
-    return clipped_s(t0, t1) * gpus_sql()
+    """An interval's GPU-seconds inside [t0, t1] (SQL), at its attempt's GPUs."""
+    return clipped_s(t0, t1) * interval_gpus_sql()

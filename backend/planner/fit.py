@@ -47,7 +47,8 @@ class JobObservation:
 
     job_id: str
     model: str | None
-    gpus: int
+    # The GPUs its effective training ran on, on average (per-attempt GPUs).
+    gpus: float
     submitted_at: float
     e2e_s: float
     effective_s: float
@@ -59,6 +60,9 @@ class JobObservation:
     other_in_loop_s: dict[str, float]
     final_shutdown_s: float
     interval_s: float | None
+    # GPU-seconds, each second at its attempt's GPUs (metrics.job_gpu_s).
+    effective_gpu_s: float = 0.0
+    e2e_gpu_s: float = 0.0
 
     @property
     def ett_pct(self) -> float:
@@ -163,10 +167,12 @@ def observe_job(
     if in_loop_l1 > known + 1e-6:
         other["unattributed"] += in_loop_l1 - known
     interval = (config or {}).get("checkpoint_interval_s")
+    effective_gpu_s, e2e_gpu_s = metrics.job_gpu_s(result)
+    effective_s = float(result.get("effective_s", 0.0))
     return JobObservation(
         job_id=str(result["job_id"]),
         model=result.get("model"),
-        gpus=metrics.gpus_of(result.get("gpus")),
+        gpus=metrics.mean_gpus(effective_gpu_s, effective_s, result.get("gpus")),
         submitted_at=start,
         e2e_s=float(result.get("e2e_s", 0.0)),
         effective_s=float(result.get("effective_s", 0.0)),
@@ -178,6 +184,8 @@ def observe_job(
         other_in_loop_s=dict(other),
         final_shutdown_s=float(l1.get("final_shutdown_s", 0.0)),
         interval_s=float(interval) if isinstance(interval, int | float) and interval > 0 else None,
+        effective_gpu_s=effective_gpu_s,
+        e2e_gpu_s=e2e_gpu_s,
     )
 
 
@@ -292,7 +300,7 @@ def fit_inputs(
                 (
                     j.submitted_at,
                     float(sum(1 for f in j.failures if f.kind == kind)),
-                    metrics.gpu_h(metrics.gpu_s(j.effective_s, j.gpus)),
+                    metrics.gpu_h(j.effective_gpu_s),
                     x,
                 )
                 for x, j in zip(w, done, strict=True)
@@ -442,7 +450,7 @@ def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: f
         return statistics.fmean(sum(j.cold_start_s.values()) for j in js)
 
     def fails(js: Sequence[JobObservation]) -> float:
-        gpu_h = metrics.gpu_h(sum(metrics.gpu_s(j.effective_s, j.gpus) for j in js))
+        gpu_h = metrics.gpu_h(sum(j.effective_gpu_s for j in js))
         return sum(len(j.failures) for j in js) / gpu_h if gpu_h > 0 else 0.0
 
     def shutdown(js: Sequence[JobObservation]) -> float:
@@ -469,7 +477,7 @@ def drift_warnings(jobs: Sequence[JobObservation], *, end: float, window_days: f
 
 def measured_ett_pct(jobs: Sequence[JobObservation]) -> float | None:
     """GPU-weighted measured ETT% of a set of jobs (None when empty)."""
-    return metrics.weighted_ett_pct((j.effective_s, j.e2e_s, j.gpus) for j in jobs)
+    return metrics.weighted_ett_pct((j.effective_gpu_s, j.e2e_gpu_s) for j in jobs)
 
 
 def is_finite(value: float | None) -> bool:

@@ -11,7 +11,9 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import describe_error
+from backend.ett.catalogue import attempt_label
 from backend.ett.models import JobInterval, JobResult
+from backend.fleet import weights
 from backend.jobs.models import Job, Model
 from backend.results.recompute import compute
 
@@ -41,6 +43,8 @@ def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str,
     out["l1"] = l1
     out["attempts"] = [
         {
+            # Results stored before attempts had words: from the number alone.
+            "label": attempt_label(a.get("attempt"), bool(a.get("in_place"))),
             **a,
             "started_at": fmt(a["started_at"]),
             "ended_at": None if a.get("ended_at") is None else fmt(a["ended_at"]),
@@ -84,13 +88,22 @@ def job_ett(
             JobInterval.attempt,
             JobInterval.component,
             JobInterval.phase,
+            JobInterval.gpus,
         )
         .where(JobInterval.job_id == job_id)
         .order_by(JobInterval.start)
     )
+    job_gpus = doc.get("gpus")
     doc["intervals"] = [
-        {"start": fmt(s), "end": fmt(e), "attempt": a, "component": c, "phase": p}
-        for s, e, a, c, p in ivs
+        {
+            "start": fmt(s),
+            "end": fmt(e),
+            "attempt": a,
+            "component": c,
+            "phase": p,
+            "gpus": weights.interval_gpus(g, job_gpus),
+        }
+        for s, e, a, c, p, g in ivs
     ]
     return doc
 
@@ -193,10 +206,11 @@ def level1_rows(
     model: str | None = None,
     owner: str | None = None,
     labels: Mapping[str, str] | None = None,
-) -> list[tuple[float, int | None, float, float, int]]:
-    """(submitted_at, gpus, tts_s, recovery_s, nof) of the jobs submitted in [start, end).
+) -> list[tuple[float, float, float, float, int]]:
+    """(submitted_at, GPU weight, tts_s, recovery_s, nof) of the jobs submitted in [start, end).
 
-    The Level-1 columns alone (no stored result documents), for the fleet's Level-1 view.
+    The Level-1 columns alone (no stored result documents), for the fleet's Level-1 view. A
+    job's GPU weight is the GPUs it held on average over its wall time (per-attempt GPUs).
     """
     stmt = (
         select(
@@ -205,6 +219,8 @@ def level1_rows(
             JobResult.tts_s,
             JobResult.recovery_s,
             JobResult.nof,
+            JobResult.e2e_s,
+            JobResult.e2e_gpu_s,
         )
         .join(Job, Job.job_id == JobResult.job_id)
         .where(JobResult.submitted_at >= start, JobResult.submitted_at < end)
@@ -220,7 +236,10 @@ def level1_rows(
                 and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
             )
         )
-    return [tuple(r) for r in db_session.execute(stmt)]  # type: ignore[misc]
+    return [
+        (t, weights.job_weight(gpus, e2e_s, e2e_gpu_s), tts, rec, nof)
+        for t, gpus, tts, rec, nof, e2e_s, e2e_gpu_s in db_session.execute(stmt)
+    ]
 
 
 def job_statuses(*, db_session: Session) -> list[str]:

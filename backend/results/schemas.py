@@ -96,6 +96,18 @@ class AttemptRead(BaseModel):
     reason: str | None = Field(description="why it ended (attempt_ended reason, or failure)")
     host: str | None = Field(None, description="the host it ran on, when the events say")
     gpus: int | None = Field(None, description="its GPUs, when its events say (null: the job's)")
+    in_place: bool | None = Field(
+        None,
+        description="an in-place restart (torchrun restarted the workers on the capacity the "
+        "previous attempt held); absent in results stored before it was recorded",
+    )
+    label: str | None = Field(
+        None,
+        description="the number in words, as the agent and the SLURM hooks number attempts "
+        "(allocation x 1000 + in-place restart): 'requeue 1' for 1000, 'requeue 1, in-place "
+        "restart 1' for 1001, 'in-place restart 1' for an in-place 1; null for the first "
+        "allocation's other attempts (docs/AGENT.md)",
+    )
 
 
 class WarningRead(BaseModel):
@@ -115,6 +127,11 @@ class IntervalRead(BaseModel):
     attempt: int | None = Field(description="null between attempts")
     component: str
     phase: str | None = Field(description="the phase, or the kind of wasted training")
+    gpus: int | None = Field(
+        None,
+        description="the GPUs its seconds are charged at: its attempt's, the job's outside "
+        "attempts (absent in results stored before per-attempt GPUs)",
+    )
 
 
 class QuarantineRead(BaseModel):
@@ -150,7 +167,18 @@ class JobEtt(BaseModel):
     e2e_s: float = Field(description="wall time, submission to end")
     effective_s: float = Field(description="seconds of effective training")
     ett_pct: float = Field(description="effective_s / e2e_s x 100")
-    gpu_hours_lost: float = Field(description="GPU-hours lost: (e2e_s - effective_s) x gpus")
+    gpu_hours_lost: float = Field(
+        description="GPU-hours lost: (e2e_gpu_s - effective_gpu_s) / 3600, each lost second at "
+        "the GPUs of its attempt"
+    )
+    e2e_gpu_s: float | None = Field(
+        None,
+        description="wall GPU-seconds, each second at its attempt's GPUs (the job's outside "
+        "attempts); absent in results stored before per-attempt GPUs",
+    )
+    effective_gpu_s: float | None = Field(
+        None, description="effective GPU-seconds, each at its attempt's GPUs; absent likewise"
+    )
     components: dict[str, float] = Field(description=f"seconds {COMPONENTS_HELP}")
     wasted: dict[str, float] = Field(
         description=f"seconds of wasted training by kind ({', '.join(WASTE_KINDS)})"

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
+from backend.ett.catalogue import JOB_STATUSES
 from backend.jobs import quarantine
 from backend.params import (
     alias_query,
@@ -26,9 +27,9 @@ from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
 
-JobStatus = Literal[
-    "pending", "running", "succeeded", "failed", "cancelled", "abandoned", "unknown"
-]
+# Open jobs' states, every job_ended status (backend.ett.catalogue.JOB_ENDS), abandoned, unknown.
+LIST_STATUSES: tuple[str, ...] = ("pending", "running", *JOB_STATUSES, "abandoned", "unknown")
+JobStatus = Literal[LIST_STATUSES]  # type: ignore[valid-type]
 SortKey = Literal[
     "ett_pct",
     "-ett_pct",

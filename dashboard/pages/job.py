@@ -106,7 +106,26 @@ def timeline_figure(result: dict[str, Any]) -> Any:
         submitted_at=data.epoch(result["submitted_at"]) or 0.0,
         ended_at=data.epoch(result["ended_at"]) or 0.0,
         provisional=bool(result.get("provisional")),
+        labels=attempt_labels(result),
     )
+
+
+def gpus_text(result: dict[str, Any]) -> str:
+    """The job's GPUs, and the counts its attempts ran on when one ran on other than that."""
+    gpus = result.get("gpus")
+    ran = sorted({a.get("gpus") or gpus for a in result.get("attempts") or []} - {None})
+    if not ran or ran == [gpus]:
+        return f"{gpus} GPUs"
+    return f"{gpus} GPUs requested, attempts on {', '.join(map(str, ran))}"
+
+
+def attempt_labels(result: dict[str, Any]) -> dict[int, str | None]:
+    """Each attempt's words from the answer ("requeue 1, in-place restart 1"), by number."""
+    return {
+        int(a["attempt"]): a.get("label")
+        for a in result.get("attempts") or []
+        if isinstance(a.get("attempt"), int)
+    }
 
 
 def headline(result: dict[str, Any]) -> html.Div:
@@ -147,11 +166,13 @@ def l1_table(result: dict[str, Any]) -> Any:
             "note": "interrupted by a failure" if l1.get("tts_interrupted") else "",
         }
     ]
+    labels = attempt_labels(result)
     for i, f in enumerate(l1.get("failures") or []):
         flags = [k for k in ("inferred", "interrupted", "censored") if f.get(k)]
         rows.append(
             {
-                "part": f"TTR {i + 1} ({f.get('kind')}, attempt {f.get('attempt')})",
+                "part": f"TTR {i + 1}: {f.get('kind')}, "
+                f"{figures.attempt_name(f.get('attempt'), labels)}",
                 "minutes": (f.get("ttr_s") or 0.0) / 60.0,
                 "note": ", ".join(flags),
             }
@@ -304,7 +325,8 @@ def _attempt_block(ap: AttemptPath) -> html.Div:
     return html.Div(
         [
             html.H3(
-                f"Attempt {ap.attempt}: {ap.init_s / 60.0:.1f} min to the first training step.{what_if}"
+                f"{figures.attempt_name(ap.attempt).capitalize()}: {ap.init_s / 60.0:.1f} min to "
+                f"the first training step.{what_if}"
             ),
             html.Div(
                 [
@@ -343,7 +365,13 @@ def critical_path_block(advice: dict[str, Any] | None, attempt: int | None = Non
                             dcc.RadioItems(
                                 id="job-attempt-pick",
                                 options=[
-                                    {"label": str(ap.attempt), "value": ap.attempt} for ap in paths
+                                    {
+                                        "label": figures.attempt_name(ap.attempt).removeprefix(
+                                            "attempt "
+                                        ),
+                                        "value": ap.attempt,
+                                    }
+                                    for ap in paths
                                 ],
                                 value=shown.attempt,
                                 inline=True,
@@ -591,7 +619,7 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
                     dcc.Link(model, href=filters.href("/model", model=model), id="job-model-link")
                     if model
                     else "—",
-                    f" · {result.get('gpus')} GPUs · status {result.get('status') or 'running'}",
+                    f" · {gpus_text(result)} · status {result.get('status') or 'running'}",
                     f" · {len(result.get('attempts') or [])} attempts",
                 ]
             ),

@@ -111,6 +111,35 @@ def test_attempt_timeline_draws_attempts_as_rows_in_minutes() -> None:
     assert not fig.layout.shapes  # a finished job has no "now" line
 
 
+def test_attempt_rows_name_each_number_and_keep_its_order() -> None:
+    """Rows go by attempt number, with the answer's words beside it; a number without words
+    from the answer is read alone (1000 is the first requeue, not a thousandth attempt)."""
+    rows = [
+        (0, 60, None, "scheduling", None),
+        (60, 120, 0, "effective_training", None),
+        (120, 180, 1, "effective_training", None),
+        (180, 240, 999, "effective_training", None),
+        (240, 300, 1000, "effective_training", None),
+    ]
+    iv = pd.DataFrame(rows, columns=["start", "end", "attempt", "component", "phase"])
+    iv["attempt"] = iv["attempt"].astype(object).where(iv["attempt"].notna(), None)
+    iv[["start", "end"]] += T0
+    fig = figures.attempt_timeline(
+        iv,
+        pd.DataFrame(),
+        submitted_at=T0,
+        ended_at=T0 + 300,
+        labels={1: "in-place restart 1"},
+    )
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == [
+        "job",
+        "attempt 0",
+        "attempt 1 (in-place restart 1)",
+        "attempt 999",
+        "attempt 1000 (requeue 1)",
+    ]
+
+
 def test_attempt_timeline_marks_now_on_a_live_job_and_says_when_empty() -> None:
     iv, _ = _timeline_frames()
     fig = figures.attempt_timeline(

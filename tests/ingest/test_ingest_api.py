@@ -59,7 +59,7 @@ def test_every_type_accepted_and_normalized(post, database) -> None:
     events = [ev(f"e-{t}", t, **f) for t, f in VALID.items()]
     r = post(events)
     assert r.status_code == 200, r.text
-    assert r.json() == {"accepted": len(VALID), "duplicates": 0, "rejected": []}
+    assert r.json() == {"accepted": len(VALID), "duplicates": 0, "rejected": [], "held": 0}
     with database.session() as s:
         rows = {e.event_id: e for e in s.scalars(select(RawEvent))}
         job = s.get(Job, "job-1")
@@ -222,8 +222,8 @@ def test_duplicates_counted_and_stored_once(post, database) -> None:
     e = ev("d1", "heartbeat", attempt=0, ts=T0)
     first = post([e, e]).json()
     again = post([e]).json()
-    assert first == {"accepted": 1, "duplicates": 1, "rejected": []}
-    assert again == {"accepted": 0, "duplicates": 1, "rejected": []}
+    assert first == {"accepted": 1, "duplicates": 1, "rejected": [], "held": 0}
+    assert again == {"accepted": 0, "duplicates": 1, "rejected": [], "held": 0}
     assert count(database, RawEvent) == 1
 
 
@@ -288,13 +288,9 @@ def test_token_for_model_a_refused_on_model_b(client, make_token, database) -> N
         ],
     )
     assert ok.status_code == 200 and ok.json()["accepted"] == 2
-    # A single-model token may send a job's events before its job_submitted.
-    early = post_events(client, token_a, [ev("h-x", "heartbeat", job_id="job-x", attempt=0, ts=T0)])
-    assert early.status_code == 200 and early.json()["accepted"] == 1
     with database.session() as s:
-        assert s.get(Job, "job-x").model == "A"
         # Nothing of the refused batches was stored.
-        assert s.scalar(select(func.count()).select_from(RawEvent)) == 4
+        assert s.scalar(select(func.count()).select_from(RawEvent)) == 3
 
 
 def test_resubmission_under_another_model_rejected(post) -> None:
@@ -367,3 +363,96 @@ def test_read_token_required(settings, database, make_token) -> None:
         assert r.status_code == 200 and r.json() == []
         r = c.get("/api/v1/events/rejected", headers={"Authorization": f"Bearer {ingester}"})
         assert r.status_code == 403
+
+
+def test_scoped_token_cannot_squat_a_job_it_has_not_submitted(client, make_token, database):
+    """A modelA token's heartbeat for another team's predictable job id gives that job no model:
+    it is held, the real owner's job_submitted then names the job's model, and the held
+    heartbeat is refused with its reason (the token may not write modelB), never stored."""
+    token_a = make_token("ingest", models=["modelA"], name="team-a")
+    owner = make_token("ingest", models=["modelB"], name="team-b")
+    victim = "slurm-gpu1-123456"
+    squat = post_events(client, token_a, [ev("sq-1", "heartbeat", job_id=victim, attempt=0, ts=T0)])
+    assert squat.status_code == 200
+    assert squat.json() == {"accepted": 0, "duplicates": 0, "rejected": [], "held": 1}
+    with database.session() as s:
+        assert s.get(Job, victim) is None  # no job, no model from a heartbeat
+    held = client.get("/api/v1/events/held", params={"job_id": victim}).json()
+    assert held["total"] == 1 and held["events"][0]["token_name"] == "team-a"
+    assert held["events"][0]["event"]["type"] == "heartbeat"
+
+    sub = ev("sub", "job_submitted", job_id=victim, ts=T0 - 60, model="modelB", gpus=64)
+    got = post_events(client, owner, [sub])
+    assert got.status_code == 200 and got.json()["accepted"] == 1
+    assert got.json()["rejected"] == []
+    with database.session() as s:
+        assert s.get(Job, victim).model == "modelB"
+        stored = list(s.scalars(select(RawEvent.event_id).where(RawEvent.job_id == victim)))
+        assert stored == ["sub"]
+        refused = list(s.scalars(select(RejectedEvent).where(RejectedEvent.job_id == victim)))
+    assert [(r.event_id, r.token_name, r.batch_index) for r in refused] == [("sq-1", "team-a", -1)]
+    assert refused[0].error.startswith("model_not_allowed:")
+    assert "'modelB'" in refused[0].error and "'team-a'" in refused[0].error
+    assert client.get("/api/v1/events/held", params={"job_id": victim}).json()["total"] == 0
+    result = client.get(f"/api/v1/jobs/{victim}/ett").json()
+    assert result["model"] == "modelB" and result["gpus"] == 64
+
+
+def test_held_events_join_their_job_when_its_job_submitted_arrives(client, make_token, database):
+    """The trainer's events (a scoped token) may come before the scheduler's job_submitted (an
+    unscoped token): they wait, resent copies are duplicates, and they join the job when the
+    job_submitted names the token's model. The result does not depend on the order."""
+    trainer = make_token("ingest", models=["ranker"], name="trainer")
+    hooks = make_token("ingest", name="slurm-hooks")
+    job = "slurm-c-7"
+    early = [
+        ev("a0", "attempt_started", job_id=job, attempt=0, ts=T0 + 10, gpus=8),
+        ev(
+            "p0",
+            "progress",
+            job_id=job,
+            attempt=0,
+            start=T0 + 20,
+            end=T0 + 80,
+            cursor_start=0,
+            cursor_end=60,
+            steps=60,
+        ),
+    ]
+    first = post_events(client, trainer, early).json()
+    assert first["held"] == 2 and first["accepted"] == 0
+    again = post_events(client, trainer, early).json()  # the agent resends after a timeout
+    assert again["held"] == 0 and again["duplicates"] == 2
+    late = [
+        ev("sub", "job_submitted", job_id=job, ts=T0, model="ranker", gpus=8),
+        ev("end", "job_ended", job_id=job, ts=T0 + 100, status="succeeded"),
+    ]
+    done = post_events(client, hooks, late).json()
+    assert done["accepted"] == 2 and done["rejected"] == [] and done["held"] == 0
+    with database.session() as s:
+        stored = sorted(s.scalars(select(RawEvent.event_id).where(RawEvent.job_id == job)))
+    assert stored == ["a0", "end", "p0", "sub"]
+    got = client.get(f"/api/v1/jobs/{job}/ett").json()
+    assert got["model"] == "ranker" and got["status"] == "succeeded"
+    assert got["effective_s"] == 60.0 and got["e2e_s"] == 100.0
+    # Once the job has its model, the trainer writes into it directly.
+    more = post_events(client, trainer, [ev("hb", "heartbeat", job_id=job, attempt=0, ts=T0 + 90)])
+    assert more.json()["accepted"] == 1 and more.json()["held"] == 0
+
+
+def test_held_events_are_bounded_per_job(database, make_token) -> None:
+    from backend.auth.models import ApiToken
+    from ingest.service import ingest_batch
+
+    make_token("ingest", models=["m"], name="scoped")
+    beats = [ev(f"h{i}", "heartbeat", job_id="full", attempt=0, ts=T0 + i) for i in range(3)]
+    with database.session() as s:
+        token = s.scalar(select(ApiToken).where(ApiToken.name == "scoped"))
+        got = ingest_batch(db_session=s, events=beats, token=token, max_held_per_job=2)
+        s.commit()
+    assert got.held == 2 and got.accepted == 0
+    (refused,) = got.rejected
+    assert refused["event_id"] == "h2" and refused["error"].startswith("held_limit:")
+    with database.session() as s:
+        kept = s.scalar(select(RejectedEvent).where(RejectedEvent.event_id == "h2"))
+        assert kept is not None and kept.token_name == "scoped"

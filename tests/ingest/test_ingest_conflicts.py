@@ -53,14 +53,29 @@ def small_job(job_id: str) -> list[dict[str, Any]]:
 
 
 def test_another_job_may_reuse_event_ids(client, post, database) -> None:
-    assert post(small_job("hook-a")).json() == {"accepted": 6, "duplicates": 0, "rejected": []}
+    assert post(small_job("hook-a")).json() == {
+        "accepted": 6,
+        "duplicates": 0,
+        "rejected": [],
+        "held": 0,
+    }
     # a scheduler hook with per-job counters: the same ids, another job
-    assert post(small_job("hook-b")).json() == {"accepted": 6, "duplicates": 0, "rejected": []}
+    assert post(small_job("hook-b")).json() == {
+        "accepted": 6,
+        "duplicates": 0,
+        "rejected": [],
+        "held": 0,
+    }
     for job_id in ("hook-a", "hook-b"):
         r = client.get(f"/api/v1/jobs/{job_id}/ett")
         assert r.status_code == 200, r.text
         assert r.json()["effective_s"] == 50
-    assert post(small_job("hook-a")).json() == {"accepted": 0, "duplicates": 6, "rejected": []}
+    assert post(small_job("hook-a")).json() == {
+        "accepted": 0,
+        "duplicates": 6,
+        "rejected": [],
+        "held": 0,
+    }
 
 
 def conflicting_pair() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,10 +110,10 @@ def test_smaller_canonical_copy_wins_whatever_came_first(client, post, database)
     assert canonical_json({**a, "attempt": 0}) < canonical_json({**b, "attempt": 0})
     post(small_job("cd"))
     # the larger copy first: stored, then displaced by the smaller one
-    assert post([b]).json() == {"accepted": 1, "duplicates": 0, "rejected": []}
+    assert post([b]).json() == {"accepted": 1, "duplicates": 0, "rejected": [], "held": 0}
     assert failure_ts(client, "cd") == rfc3339(T0 + 80)
     second = post([a]).json()
-    assert second == {"accepted": 1, "duplicates": 0, "rejected": []}
+    assert second == {"accepted": 1, "duplicates": 0, "rejected": [], "held": 0}
     assert stored_copy(database, "cd", "f")["ts"] == T0 + 70
     # the kept copy changed, so the job was recomputed
     assert failure_ts(client, "cd") == rfc3339(T0 + 70)
@@ -113,7 +128,7 @@ def test_smaller_canonical_copy_wins_whatever_came_first(client, post, database)
     assert len(errors) == 2 and all(e.startswith("conflicting_duplicate") for e in errors)
     assert stored_copy(database, "cd", "f")["ts"] == T0 + 70
     # the same copy again is a plain duplicate
-    assert post([a]).json() == {"accepted": 0, "duplicates": 1, "rejected": []}
+    assert post([a]).json() == {"accepted": 0, "duplicates": 1, "rejected": [], "held": 0}
 
 
 def test_conflict_inside_one_batch_in_either_order(post, database) -> None:

@@ -2,7 +2,8 @@
 
 One table of failure kinds (backend/ett/catalogue.py) that the agent, ingest's wire schema,
 docs/PROTOCOL.md, the dashboard's colours and Level 1 all follow; one heartbeat timeout
-(backend/liveness.py) that the settings, the engine and the agent's heartbeat agree on.
+(backend/liveness.py) that the settings, the engine and the agent's heartbeat agree on; one
+table of job ends and one attempt numbering.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from backend.config import Settings
 from backend.ett import catalogue, engine, timeline
 from backend.ett.level1 import Level1
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
+from backend.results.views import JobStatus
 from dashboard.palette import FAILURE_COLORS
-from ingest.schema import Failure, validate_event
+from ingest.schema import Failure, JobEnded, validate_event
 from tests.trainer_agent.test_agent_core import make_agent
 from trainer_agent import events as agent_events
 
@@ -72,3 +74,18 @@ def test_the_agent_warns_of_a_heartbeat_slower_than_the_timeout(
     ok = make_agent(fake_ingest, tmp_path / "ok", heartbeat_s=agent_events.HEARTBEAT_S)
     ok.close(timeout=5)
     assert not any("heartbeat timeout" in r.getMessage() for r in caplog.records)
+
+
+def test_one_table_of_job_ends_and_one_attempt_numbering() -> None:
+    """job_ended's statuses are the catalogue's JOB_ENDS everywhere: the agent, ingest's wire
+    schema, the job list's status filter, docs/PROTOCOL.md; the agent numbers attempts with
+    the server's allocation stride (its words for an attempt depend on it)."""
+    statuses = catalogue.JOB_STATUSES
+    assert statuses == tuple(catalogue.JOB_ENDS) == agent_events.JOB_STATUSES
+    assert get_args(get_type_hints(JobEnded)["status"]) == statuses
+    assert set(statuses) <= set(get_args(JobStatus))
+    protocol = (DOCS / "PROTOCOL.md").read_text()
+    row = next(line for line in protocol.splitlines() if line.startswith("| `status` |"))
+    assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == list(statuses)
+    assert agent_events.ALLOCATION_STRIDE == catalogue.ALLOCATION_STRIDE
+    assert catalogue.attempt_label(agent_events.ALLOCATION_STRIDE) == "requeue 1"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.trainer_agent.conftest import FakeClock
 from tests.trainer_agent.fake_ingest import FakeIngest
-from trainer_agent import Agent, detect_attempt, detect_job_owner, detect_rank
+from trainer_agent import Agent, detect_attempt, detect_in_place, detect_job_owner, detect_rank
 from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, job_spool_dir
 from trainer_agent.transport import Response
@@ -322,10 +322,17 @@ def test_step_never_raises_and_disabled_agent_is_a_no_op(
 
 def test_attempt_and_rank_detection() -> None:
     assert detect_attempt({"TORCHELASTIC_RESTART_COUNT": "2"}) == 2
-    assert detect_attempt({"SLURM_RESTART_COUNT": "3"}) == 3
+    # A requeue is a new allocation (x 1000); a torchrun group restart inside it adds one.
+    assert detect_attempt({"SLURM_RESTART_COUNT": "3"}) == 3000
+    assert detect_attempt({"SLURM_RESTART_COUNT": "1", "TORCHELASTIC_RESTART_COUNT": "2"}) == 1002
+    assert detect_attempt({"ETT_ATTEMPT_BASE": "2000", "SLURM_RESTART_COUNT": "9"}) == 2000
     assert detect_attempt({}) == 0
     # trainer_agent.elastic exports ETT_ATTEMPT; it wins over the local restart count.
     assert detect_attempt({"ETT_ATTEMPT": "3", "TORCHELASTIC_RESTART_COUNT": "1"}) == 3
+    assert not detect_in_place({}) and not detect_in_place({"SLURM_RESTART_COUNT": "1"})
+    assert detect_in_place({"TORCHELASTIC_RESTART_COUNT": "1"})
+    assert detect_in_place({"ETT_ATTEMPT": "3", "ETT_ATTEMPT_IN_PLACE": "1"})
+    assert not detect_in_place({"ETT_ATTEMPT": "3", "TORCHELASTIC_RESTART_COUNT": "1"})
     assert detect_job_owner({}) == "trainer"
     assert detect_job_owner({"ETT_JOB_OWNER": "scheduler"}) == "scheduler"
     assert detect_job_owner({"ETT_JOB_OWNER": " Trainer "}) == "trainer"

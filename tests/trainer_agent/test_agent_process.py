@@ -59,6 +59,8 @@ def test_sigterm_is_a_preemption_and_the_process_still_dies_of_it(
     assert [f["kind"] for f in failures] == ["preemption"]
     assert fake_ingest.of_type("attempt_ended")[0]["reason"] == "preempted"
     assert sum(p["steps"] for p in fake_ingest.of_type("progress")) == 2
+    # A trainer that owns its job ends it as preempted (no restart follows it here).
+    assert [e["status"] for e in fake_ingest.of_type("job_ended")] == ["preempted"]
 
 
 def test_sigterm_chains_to_the_previous_handler(fake_ingest: FakeIngest, tmp_path: Path) -> None:

@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from backend.ett.engine import compute_job
 from tests.trainer_agent.fake_ingest import FakeIngest
 from trainer_agent import elastic
 
@@ -101,6 +103,15 @@ def test_group_restart_of_two_workers_gets_one_new_attempt(tmp_path: Path) -> No
         assert all(f["attempt"] == 0 for f in failures)
         assert [e["status"] for e in events if e["type"] == "job_ended"] == ["succeeded"]
         assert [e["attempt"] for e in events if e["type"] == "progress"] == [1]
+        # The group restart is in place: attempt 1 says so, and its wait is not queue time.
+        started = {e["attempt"]: e for e in events if e["type"] == "attempt_started"}
+        assert "in_place" not in started[0] and started[1]["in_place"] is True
+        result = compute_job(events, now=time.time())
+        assert [f.kind for f in result.l1.failures] == ["infra"]
+        assert result.components["scheduling"] == 0.0
+        gap = started[1]["ts"] - result.l1.failures[0].ts
+        assert gap > 0
+        assert result.components["hardware_setup"] >= gap - 1e-6
     finally:
         server.close()
 
@@ -110,6 +121,16 @@ def test_attempt_numbering_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     handler = SimpleNamespace(_state_holder=SimpleNamespace(state=state))
     assert elastic.rendezvous_round(handler) == 3
     assert elastic.rendezvous_round(SimpleNamespace()) is None  # static rendezvous: no round
-    assert elastic.attempt_offset(2, {"SLURM_RESTART_COUNT": "1"}) == 3
-    assert elastic.attempt_offset(2, {"ETT_ATTEMPT_OFFSET": "10"}) == 10
-    assert elastic.attempt_offset(2, {}) == 0
+    # The allocation's base: the SLURM TaskProlog's ETT_ATTEMPT_BASE, else the requeue count
+    # x 1000 (what the SLURM hooks number the allocation), else the launcher's own ETT_ATTEMPT.
+    assert elastic.attempt_offset({"ETT_ATTEMPT_BASE": "2000"}) == (2000, True)
+    assert elastic.attempt_offset({"SLURM_RESTART_COUNT": "1"}) == (1000, True)
+    assert elastic.attempt_offset({"ETT_ATTEMPT": "7"}) == (7, True)
+    assert elastic.attempt_offset({"ETT_ATTEMPT_OFFSET": "10"}) == (10, True)
+    assert elastic.attempt_offset({}) == (0, False)
+    # Inside an allocation the restart counts from the first round this launcher saw; outside
+    # one (a node that joins late) the shared round itself; without a round, local starts.
+    assert elastic.restart_in_allocation(5, 3, 0, allocated=True) == 2
+    assert elastic.restart_in_allocation(5, 3, 0, allocated=False) == 5
+    assert elastic.restart_in_allocation(None, None, 2, allocated=True) == 2
+    assert elastic.restart_in_allocation(5000, 0, 9, allocated=False) == 999

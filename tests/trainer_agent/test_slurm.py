@@ -6,6 +6,7 @@ must be what the ETT engine computed (GET /api/v1/jobs/{id}/ett).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -67,10 +68,20 @@ def hooks(live: LiveServer, slurm: SlurmCluster) -> Path:
 
 
 def server_options(slurm: SlurmCluster, live: LiveServer) -> list[str]:
-    """--endpoint and --token-file for this module's server."""
+    """--endpoint and --token-file for this module's server, and the site's trust policy: the
+    account ml-rank belongs to the team ranking, and a comment may name the owner infra."""
     token_file = slurm.root / "ett-token"
     token_file.write_text(live.token + "\n")
-    return ["--endpoint", live.url, "--token-file", str(token_file)]
+    return [
+        "--endpoint",
+        live.url,
+        "--token-file",
+        str(token_file),
+        "--owner-map",
+        "account:ml-rank=ranking",
+        "--allowed-owners",
+        "infra",
+    ]
 
 
 def install_hooks(slurm: SlurmCluster, options: list[str], timeout_s: float = 5.0) -> str:
@@ -140,6 +151,7 @@ def test_job_that_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) 
     exported = (slurm.root / f"env-{job}").read_text().split()
     assert f"ETT_JOB_ID={ett_id(slurm, job)}" in exported, hook_log(hooks)
     assert "ETT_JOB_OWNER=scheduler" in exported
+    assert "ETT_ATTEMPT_BASE=0" in exported
 
 
 def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:
@@ -170,7 +182,7 @@ def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: Liv
     assert parse_time(got["submitted_at"]) == submit0  # the first submission, not the requeue
     assert parse_time(got["ended_at"]) == end
     attempts = got["attempts"]
-    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert [a["attempt"] for a in attempts] == [0, 1000]  # allocation 1 is attempt 1000
     assert parse_time(attempts[0]["started_at"]) == start0
     preempted_at = parse_time(attempts[0]["ended_at"])
     assert requeue_called <= preempted_at <= requeued_at
@@ -236,7 +248,7 @@ def test_node_failure_requeues_as_infra_failure(
     got = ett_result(live, ett_id(slurm, job), "succeeded")
 
     attempts = got["attempts"]
-    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert [a["attempt"] for a in attempts] == [0, 1000]
     assert parse_time(attempts[0]["started_at"]) == slurm_time(first["StartTime"])
     failed_at = parse_time(attempts[0]["ended_at"])
     assert down_called <= failed_at <= slurm_time(queued["SubmitTime"])
@@ -348,13 +360,13 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     for event in stored:
         by_type.setdefault(str(event["type"]), []).append(event)
     trainer_progress = {e["attempt"] for e in by_type.get("progress", [])}
-    assert trainer_progress == {0, 1}, "the trainer's progress did not reach the scheduler's job"
+    assert trainer_progress == {0, 1000}, "the trainer's progress did not reach the scheduler's job"
     # The scheduler owns the job's lifecycle: one submission, one end, from the hooks.
     assert [e["event_id"] for e in by_type["job_submitted"]] == [f"{ett_id(slurm, job)}:submitted"]
     assert [e["event_id"] for e in by_type["job_ended"]] == [f"{ett_id(slurm, job)}:job-ended"]
-    # Both sides number attempts alike (SLURM_RESTART_COUNT): two attempts, not three or four.
-    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0, 1}
-    assert [a["attempt"] for a in got["attempts"]] == [0, 1]
+    # Both sides number attempts alike (the allocation x 1000): two attempts, not three or four.
+    assert {e["attempt"] for e in stored if e.get("attempt") is not None} == {0, 1000}
+    assert [a["attempt"] for a in got["attempts"]] == [0, 1000]
     assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(first["StartTime"])
     assert parse_time(got["attempts"][1]["started_at"]) == slurm_time(rec["StartTime"])
     assert [f["kind"] for f in got["l1"]["failures"]] == ["preemption"]
@@ -378,3 +390,160 @@ def test_job_cancelled_while_pending_is_all_queue(
     assert parse_time(got["ended_at"]) == slurm_time(rec["EndTime"])
     assert got["e2e_s"] >= 1.0
     assert got["components"].get("scheduling", 0.0) == pytest.approx(got["e2e_s"])
+
+
+def test_the_hooks_do_not_trust_the_job_comment(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    """Any cluster user writes the comment. GPUs come from SLURM's allocation, not ett-gpus;
+    the owner from the site's account mapping or its allow-list, not ett-owner."""
+    hostile = slurm.sbatch(
+        "sleep 1",
+        "--gpus=2",
+        "--account=students",
+        "--comment=ett-model=slurm-hostile ett-gpus=10000000 ett-owner=ads ett-tier=tier-0",
+    )
+    mapped = slurm.sbatch(
+        "sleep 1", "--gpus=1", "--account=ml-rank", "--comment=ett-model=slurm-mapped ett-owner=ads"
+    )
+    slurm.wait_job(hostile, ("COMPLETED",))
+    slurm.wait_job(mapped, ("COMPLETED",))
+    detail = slurm.scontrol("show", "job", "-d", hostile)
+    assert "JOB_GRES=gpu:2" in detail  # what SLURM gave the job
+    got = ett_result(live, ett_id(slurm, hostile), "succeeded")
+    assert got["gpus"] == 2 and [a["gpus"] for a in got["attempts"]] == [2]
+    assert "owner" not in got["labels"] and "tier" not in got["labels"]
+    assert got["labels"]["account"] == "students"
+    log = hook_log(hooks)
+    assert f"job {hostile}: ett-gpus=10000000 ignored: SLURM gave the job 2 GPUs" in log
+    # At PrologSlurmctld the count is the allocation's own (squeue's gres_detail).
+    assert f"job {hostile} attempt 0: 2 GPUs from SLURM's allocation" in log
+    assert f"job {hostile}: ett-owner='ads' ignored" in log
+    other = ett_result(live, ett_id(slurm, mapped), "succeeded")
+    assert other["labels"]["owner"] == "ranking" and other["gpus"] == 1
+    assert f"job {mapped}: ett-owner='ads' ignored: account 'ml-rank'" in hook_log(hooks)
+    models = {m["model"]: m for m in live.get("/api/v1/models?q=slurm-")["models"]}
+    assert models["slurm-mapped"]["team"] == "ranking"
+    assert models["slurm-hostile"]["team"] is None
+
+
+TORCHRUN_WORKER = """
+import json, os, sys, time
+import trainer_agent
+agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)
+state = sys.argv[1]
+try:
+    cursor = json.load(open(state))
+except (OSError, ValueError):
+    cursor = 0
+log = lambda what: print(f"worker attempt {agent.attempt} {what} at {time.time():.6f}", flush=True)
+in_place = os.environ.get("ETT_ATTEMPT_IN_PLACE") == "1"
+steps = 12 if agent.attempt == 0 else (10**6 if in_place else 15)
+for i in range(steps):
+    time.sleep(0.1)
+    if i == 0:
+        log("first step")
+    cursor += 1
+    agent.step(cursor)
+    with open(state + ".tmp", "w") as fh:  # atomic: SLURM may kill it mid-write
+        json.dump(cursor, fh)
+    os.replace(state + ".tmp", state)
+    if agent.attempt == 0 and i == steps - 1:
+        log("crashes")
+        raise RuntimeError("worker crash in attempt 0")
+assert agent.close(timeout=10), "events not delivered"
+"""
+
+
+def _times(output: str, what: str) -> dict[int, float]:
+    """The worker's logged instants of `what`, by attempt."""
+    found = re.findall(rf"worker attempt (\d+) {what} at (\d+\.\d+)", output)
+    return {int(a): float(t) for a, t in found}
+
+
+@pytest.mark.torch
+def test_torchrun_inside_sbatch_numbers_each_real_restart_once(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    """torchrun (trainer_agent.elastic) in an sbatch job with the SLURM hooks, as docs/AGENT.md
+    and docs/SLURM.md recommend together: one in-place group restart (a worker crash) and one
+    `scontrol requeue`. Three attempts (0, 1 in place, 1000 after the requeue), NoF 2 (one
+    app_error, one preemption), each TTR from its failure to the next attempt's first step, and
+    the in-place wait outside the queue time."""
+    pytest.importorskip("torch")
+    (slurm.root / "torchrun_worker.py").write_text(TORCHRUN_WORKER)
+    state = slurm.root / "torchrun-cursor.json"
+    state.unlink(missing_ok=True)
+    launcher = (
+        f"exec {sys.executable} -m trainer_agent.elastic --standalone --nproc-per-node 1 "
+        f"--max-restarts 2 --monitor-interval 0.2 {slurm.root}/torchrun_worker.py {state}"
+    )
+    env = (
+        f"--export=ALL,ETT_ENDPOINT={live.url},ETT_TOKEN={live.token},LOGLEVEL=INFO,"
+        f"ETT_SPOOL_DIR={slurm.root}/torchrun-spool"
+    )
+    job = slurm.sbatch(
+        launcher, "--comment=ett-model=slurm-torchrun", "--gpus=2", "--open-mode=append", env
+    )
+    out_file = slurm.root / "jobs" / f"{job}.out"
+    first = slurm.wait_job(job, ("RUNNING",))
+    deadline = time.monotonic() + 120
+    # Wait for the in-place restart (attempt 1) to train, then requeue the job.
+    while not any(
+        e["type"] == "progress" and e.get("attempt") == 1
+        for e in live.stored_events(ett_id(slurm, job))
+    ):
+        assert time.monotonic() < deadline, out_file.read_text()[-4000:]
+        time.sleep(0.3)
+    requeue_called = float(int(time.time()))
+    slurm.scontrol("requeue", job)
+    queued = slurm.wait_job(job, ("PENDING",), restarts=1, timeout_s=60)
+    slurm.start_requeued_now(job)
+    rec = slurm.wait_job(job, ("COMPLETED", "FAILED"), restarts=1, timeout_s=120)
+    output = out_file.read_text()
+    assert rec["JobState"] == "COMPLETED", output[-4000:]
+    got = ett_result(live, ett_id(slurm, job), "succeeded")
+
+    # The torchrun log: the launcher's group starts, the workers' first steps and the crash.
+    groups = re.findall(
+        r"worker group start (\d+) \(rendezvous round (\S+)\) at [\d.]+: "
+        r"attempt (\d+)( \(in place\))?",
+        output,
+    )
+    assert [(g[2], bool(g[3])) for g in groups] == [("0", False), ("1", True), ("1000", False)]
+    first_steps, crashes = _times(output, "first step"), _times(output, "crashes")
+    assert sorted(first_steps) == [0, 1, 1000] and list(crashes) == [0]
+
+    assert [a["attempt"] for a in got["attempts"]] == [0, 1, 1000]
+    start0 = slurm_time(first["StartTime"])
+    start1000, end = slurm_time(rec["StartTime"]), slurm_time(rec["EndTime"])
+    by = {a["attempt"]: a for a in got["attempts"]}
+    assert parse_time(by[0]["started_at"]) == start0  # SLURM's StartTime, not the process's
+    assert parse_time(by[1000]["started_at"]) == start1000
+    assert start0 < parse_time(by[1]["started_at"]) < slurm_time(queued["SubmitTime"])
+    assert parse_time(got["ended_at"]) == end
+    assert got["l1"]["nof"] == 2
+    assert {k: v for k, v in got["l1"]["nof_by_kind"].items() if v} == {
+        "app_error": 1,
+        "preemption": 1,
+    }
+    crash, requeued = got["l1"]["failures"]
+    assert crash["attempt"] == 0 and crash["kind"] == "app_error" and not crash["inferred"]
+    assert "worker crash in attempt 0" in crash["message"]
+    assert parse_time(crash["ts"]) == pytest.approx(crashes[0], abs=0.05)
+    assert requeued["attempt"] == 1 and requeued["kind"] == "preemption"
+    assert requeue_called - 1 <= parse_time(requeued["ts"]) <= slurm_time(queued["SubmitTime"])
+    # Each TTR runs from its failure to the next attempt's first (effective) step.
+    assert crash["ttr_s"] == pytest.approx(first_steps[1] - crashes[0], abs=0.05)
+    assert requeued["ttr_s"] == pytest.approx(
+        first_steps[1000] - parse_time(requeued["ts"]), abs=0.05
+    )
+    # Queue time is SLURM's: before the first start and from the requeue to the next start;
+    # the in-place restart's wait (crash to attempt 1) is hardware setup, not scheduling.
+    stopped = min(parse_time(by[1]["ended_at"]), parse_time(requeued["ts"]))
+    queue = (start0 - slurm_time(first["SubmitTime"])) + (start1000 - stopped)
+    assert got["components"]["scheduling"] == pytest.approx(queue, abs=1e-3)
+    in_place_wait = parse_time(by[1]["started_at"]) - parse_time(crash["ts"])
+    assert in_place_wait > 0
+    assert got["components"]["hardware_setup"] >= in_place_wait - 1e-3
+    assert got["components"]["effective_training"] > 0

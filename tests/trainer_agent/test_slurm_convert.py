@@ -19,25 +19,69 @@ def test_comment_tokens_any_separator_case_insensitive_prefix() -> None:
     assert convert.parse_comment(None) == {}
 
 
-def test_meta_from_comment_and_labels() -> None:
-    meta = convert.job_meta(
-        {
-            "job_id": 42,
-            "name": "train",
-            "cluster": "c1",
-            "partition": "gpu",
-            "comment": "ett-model=llama3 ett-gpus=16 ett-owner=ranking",
-            "tres_per_job": "gres:gpu:8",
-        }
-    )
-    assert (meta.model, meta.gpus, meta.warnings) == ("llama3", 16, [])
+def test_meta_from_slurm_the_site_policy_and_the_comment() -> None:
+    job = {
+        "job_id": 42,
+        "name": "train",
+        "cluster": "c1",
+        "partition": "gpu",
+        "account": "ml-rank",
+        "comment": "ett-model=llama3 ett-gpus=16 ett-owner=ranking ett-variant=baseline",
+        "tres_per_job": "gres:gpu:8",
+    }
+    meta = convert.job_meta(job, convert.TrustPolicy.parse("account:ml-rank=ranking"))
+    assert (meta.model, meta.gpus) == ("llama3", 8)  # SLURM's 8, not the comment's 16
+    assert meta.warnings == [
+        "ett-gpus=16 ignored: SLURM gave the job 8 GPUs (its allocated or requested gres/gpu)"
+    ]
     assert meta.labels == {
         "scheduler": "slurm",
         "cluster": "c1",
         "partition": "gpu",
+        "account": "ml-rank",
         "slurm_job_id": "42",
         "owner": "ranking",
+        "variant": "baseline",
     }
+
+
+def test_a_comment_cannot_claim_gpus_or_another_teams_owner() -> None:
+    """Any cluster user writes the comment: `ett-gpus=10000000` and another team's owner."""
+    hostile = {
+        "job_id": 7,
+        "name": "x",
+        "partition": "debug",
+        "account": "students",
+        "node_count": 2,
+        "comment": "ett-model=ads-ranker ett-gpus=10000000 ett-owner=ads ett-tier=tier-0 "
+        "ett-cluster=prod ett-BAD*KEY=1 " + " ".join(f"ett-k{i}=v" for i in range(20)),
+        "tres_alloc_str": "cpu=2,node=2,billing=2,gres/gpu=4",
+    }
+    policy = convert.TrustPolicy.parse("partition:gpu=infra", "ranking")
+    meta = convert.job_meta(hostile, policy)
+    assert meta.gpus == 4  # SLURM's allocation
+    assert "owner" not in meta.labels and meta.labels["partition"] == "debug"
+    assert "tier" not in meta.labels
+    assert sum(1 for k in meta.labels if k.startswith("k")) == convert.MAX_COMMENT_LABELS
+    text = " | ".join(meta.warnings)
+    assert "ett-gpus=10000000 ignored: SLURM gave the job 4 GPUs" in text
+    assert "ett-owner='ads' ignored: not an owner the site allows" in text
+    assert "ett-tier= ignored" in text and "ett-cluster= ignored" in text
+    assert "ett-bad*key= ignored" in text
+    # Without any gres/gpu from SLURM a comment's count is taken only within the per-node bound.
+    bare = {k: v for k, v in hostile.items() if k != "tres_alloc_str"}
+    assert convert.job_meta(bare, policy).gpus == 1
+    sane = dict(bare, comment="ett-model=m ett-gpus=16")
+    assert convert.job_meta(sane, policy).gpus == 16  # 2 nodes x 8
+    # The site's mapping wins over a comment; an allow-listed owner is taken when none maps.
+    mapped = dict(hostile, partition="gpu")
+    assert convert.job_meta(mapped, policy).labels["owner"] == "infra"
+    allowed = dict(hostile, comment="ett-model=m ett-team=ranking")
+    assert convert.job_meta(allowed, policy).labels["owner"] == "ranking"
+    anyone = convert.TrustPolicy.parse("", "*")
+    assert convert.job_meta(hostile, anyone).labels["owner"] == "ads"
+    with pytest.raises(ValueError, match="account:<name>=<team>"):
+        convert.TrustPolicy.parse("user:bob=ads")
 
 
 @pytest.mark.parametrize(
@@ -70,11 +114,13 @@ def test_meta_fallbacks_warn() -> None:
         ("COMPLETED", False, (None, "completed", "succeeded")),
         ("CANCELLED", False, (None, "cancelled", "cancelled")),
         ("FAILED", False, ("app_error", "failure", "failed")),
-        ("TIMEOUT", False, ("app_error", "failure", "failed")),
-        ("NODE_FAIL", False, ("infra", "failure", "failed")),
-        ("NODE_FAIL", True, ("infra", "failure", "failed")),
+        ("TIMEOUT", False, ("app_error", "failure", "timeout")),
+        ("NODE_FAIL", False, ("infra", "failure", "node_failure")),
+        ("OUT_OF_MEMORY", False, ("app_error", "failure", "out_of_memory")),
+        ("PREEMPTED", False, ("preemption", "preempted", "preempted")),
+        ("NODE_FAIL", True, ("infra", "failure", "node_failure")),
         ("PENDING", True, ("preemption", "preempted", "failed")),
-        ("PREEMPTED", True, ("preemption", "preempted", "failed")),
+        ("PREEMPTED", True, ("preemption", "preempted", "preempted")),
         ("COMPLETED", True, ("preemption", "preempted", "failed")),
         ("SOMETHING_NEW", False, ("unknown", "failure", "failed")),
     ],
@@ -129,7 +175,23 @@ def test_shell_task_prolog_exports_the_hooks_job_id(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.splitlines() == hooks.task_prolog_lines(env, settings)
-    assert out.stdout.splitlines() == ["export ETT_JOB_OWNER=scheduler", "export ETT_JOB_ID=big/77"]
+    assert out.stdout.splitlines() == [
+        "export ETT_JOB_OWNER=scheduler",
+        "export ETT_JOB_ID=big/77",
+        "export ETT_ATTEMPT_BASE=0",
+    ]
+    # After two requeues the tasks run in allocation 2: attempts from 2000, as the hooks say.
+    for count, base in (("2", "2000"), ("x", "0")):
+        requeued = dict(env, SLURM_RESTART_COUNT=count)
+        out = subprocess.run(
+            [str(tmp_path / "scripts" / install.TASK_PROLOG)],
+            env=requeued,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.splitlines() == hooks.task_prolog_lines(requeued, settings)
+        assert out.stdout.splitlines()[-1] == f"export ETT_ATTEMPT_BASE={base}"
 
 
 def test_hook_scripts_exit_zero_even_when_python_is_broken(tmp_path: Path) -> None:

@@ -7,10 +7,12 @@
   python -m trainer_agent.slurm task-prolog        (TaskProlog: the tasks' ETT_JOB_ID/OWNER)
   python -m trainer_agent.slurm flush              (send what waits in the spool; for cron)
 
-Jobs name their model in the comment: sbatch --comment="ett-model=llama3-70b ett-owner=ranking".
-GPUs come from --gpus/--gres=gpu:N (or ett-gpus=N). Settings come from the options or from
-ETT_ENDPOINT, ETT_TOKEN / ETT_TOKEN_FILE, ETT_SLURM_DIR, ETT_SLURM_TIMEOUT_S, ETT_SLURM_CLUSTER,
-ETT_SLURM_JOB_ID_TEMPLATE. See docs/SLURM.md.
+Jobs name their model in the comment: sbatch --comment="ett-model=llama3-70b ett-variant=a".
+GPUs come from SLURM's allocation (--gpus/--gres=gpu:N); the owner label from the site's
+--owner-map (by account or partition), or an ett-owner= the --allowed-owners list names.
+Settings come from the options or from ETT_ENDPOINT, ETT_TOKEN / ETT_TOKEN_FILE, ETT_SLURM_DIR,
+ETT_SLURM_TIMEOUT_S, ETT_SLURM_CLUSTER, ETT_SLURM_JOB_ID_TEMPLATE, ETT_SLURM_OWNER_MAP,
+ETT_SLURM_ALLOWED_OWNERS, ETT_SLURM_MAX_GPUS_PER_NODE. See docs/SLURM.md.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer_agent.slurm import hooks, install
+from trainer_agent.slurm import convert, hooks, install
 
 log = logging.getLogger("trainer_agent.slurm")
 
@@ -49,6 +51,22 @@ def _parser() -> argparse.ArgumentParser:
         "--job-id-template",
         help="ETT job id of a SLURM job (default: slurm-{cluster}-{job_id}); "
         "the same everywhere, TaskProlog included",
+    )
+    parser.add_argument(
+        "--owner-map",
+        help="owner label of a job by its account or partition: "
+        "'account:ml-rank=ranking,partition:ads=ads' (default: $ETT_SLURM_OWNER_MAP)",
+    )
+    parser.add_argument(
+        "--allowed-owners",
+        help="owners a job's comment may name with ett-owner= when the map says none: "
+        "'ranking,ads' (or '*' for any; default: $ETT_SLURM_ALLOWED_OWNERS, none)",
+    )
+    parser.add_argument(
+        "--max-gpus-per-node",
+        type=int,
+        help="most GPUs per node an ett-gpus= comment may claim for a job SLURM gave no "
+        "gres/gpu (default: $ETT_SLURM_MAX_GPUS_PER_NODE or 8)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -81,6 +99,12 @@ def _settings(args: argparse.Namespace) -> hooks.Settings:
         settings.cluster = args.cluster
     if args.job_id_template:
         settings.job_id_template = args.job_id_template
+    if args.owner_map is not None:
+        settings.owner_map = args.owner_map
+    if args.allowed_owners is not None:
+        settings.allowed_owners = args.allowed_owners
+    if args.max_gpus_per_node is not None:
+        settings.max_gpus_per_node = max(1, args.max_gpus_per_node)
     return settings
 
 
@@ -109,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"print ett-slurm: task-prolog: {err}")
         return 0
     if args.command == "install":
+        try:
+            convert.TrustPolicy.parse(
+                settings.owner_map, settings.allowed_owners, settings.max_gpus_per_node
+            )
+        except ValueError as err:
+            print(f"ett-slurm install: --owner-map: {err}", file=sys.stderr)
+            return 2
         print(install.install(settings, Path(args.scripts_dir), args.python, args.slurm_conf))
         return 0
     _setup_logging(settings, args.verbose)

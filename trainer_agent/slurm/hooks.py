@@ -31,6 +31,12 @@ DEFAULT_DIR = "/var/spool/ett-slurm"
 STATE_MAX_AGE_S = 30 * 24 * 3600.0
 # After a failed send, hooks only spool for this long before one tries the server again.
 DOWN_RETRY_S = 30.0
+_GPU_SOURCES = {
+    "allocation": "SLURM's allocation",
+    "request": "the job's request",
+    "comment": "the comment (no gres/gpu)",
+    "default": "no count anywhere (1)",
+}
 
 
 @dataclass
@@ -46,6 +52,21 @@ class Settings:
     cluster: str = ""
     squeue: str = "squeue"
     spool_max_bytes: int = 64 * 1024 * 1024
+    # What the site trusts (docs/SLURM.md "What a job's comment may say").
+    owner_map: str = ""
+    allowed_owners: str = ""
+    max_gpus_per_node: int = convert.DEFAULT_MAX_GPUS_PER_NODE
+
+    @property
+    def policy(self) -> convert.TrustPolicy:
+        """The owner mapping, allow-list and GPU bound; a broken mapping maps nothing (logged)."""
+        try:
+            return convert.TrustPolicy.parse(
+                self.owner_map, self.allowed_owners, self.max_gpus_per_node
+            )
+        except ValueError as err:
+            log.error("ett-slurm: ETT_SLURM_OWNER_MAP: %s; no job gets an owner from it", err)
+            return convert.TrustPolicy.parse("", self.allowed_owners, self.max_gpus_per_node)
 
     @property
     def spool_root(self) -> Path:
@@ -83,6 +104,12 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         cluster=env.get("ETT_SLURM_CLUSTER", ""),
         squeue=env.get("ETT_SLURM_SQUEUE") or "squeue",
         spool_max_bytes=int(_env_number(env, "ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024)),
+        owner_map=env.get("ETT_SLURM_OWNER_MAP", ""),
+        allowed_owners=env.get("ETT_SLURM_ALLOWED_OWNERS", ""),
+        max_gpus_per_node=max(
+            1,
+            int(_env_number(env, "ETT_SLURM_MAX_GPUS_PER_NODE", convert.DEFAULT_MAX_GPUS_PER_NODE)),
+        ),
     )
 
 
@@ -204,9 +231,16 @@ def prolog_slurmctld(environ: Mapping[str, str], settings: Settings) -> list[ev.
     ett_id = state.get("ett_job_id") or convert.ett_job_id(
         cluster, slurm_id, settings.job_id_template
     )
-    meta = convert.job_meta(job)
+    meta = convert.job_meta(job, settings.policy)
     for warning in meta.warnings:
         log.warning("ett-slurm: job %s: %s", slurm_id, warning)
+    log.info(
+        "ett-slurm: job %s attempt %d: %d GPUs from %s",
+        slurm_id,
+        attempt,
+        meta.gpus,
+        _GPU_SOURCES.get(meta.gpus_from, meta.gpus_from),
+    )
     out: list[ev.Event] = []
     submitted = state.get("submitted")
     submit_time = _number(job.get("submit_time"))
@@ -226,7 +260,8 @@ def prolog_slurmctld(environ: Mapping[str, str], settings: Settings) -> list[ev.
         start = time.time()
         log.warning("ett-slurm: job %s has no StartTime; using the prolog's clock", slurm_id)
     host = str(job.get("batch_host") or job.get("nodes") or environ.get("SLURM_JOB_NODELIST") or "")
-    out.append(convert.started_event(ett_id, attempt, start, meta.gpus, host))
+    number = convert.allocation_attempt(attempt)
+    out.append(convert.started_event(ett_id, number, start, meta.gpus, host))
     attempts = dict(state.get("attempts") or {})
     attempts[str(attempt)] = start
     save_state(
@@ -256,7 +291,9 @@ def jobcomp(environ: Mapping[str, str], settings: Settings) -> list[ev.Event]:
     out: list[ev.Event] = []
     if not attempts and (job is None or not job.get("batch_host")):
         # Never started (cancelled or failed while pending): the job's whole life is its queue.
-        out.extend(_never_started(ett_id, slurm_id, job, environ, cluster, end, job_state))
+        out.extend(
+            _never_started(ett_id, slurm_id, job, environ, cluster, end, job_state, settings)
+        )
         forget_state(settings, slurm_id)
         deliver(settings, ett_id, out)
         return out
@@ -265,7 +302,7 @@ def jobcomp(environ: Mapping[str, str], settings: Settings) -> list[ev.Event]:
     out.extend(
         convert.end_events(
             ett_id,
-            attempt,
+            convert.allocation_attempt(attempt),
             job_state,
             max(end, attempts.get(attempt, 0.0)),
             requeued=requeued,
@@ -311,11 +348,15 @@ def _never_started(
     cluster: str,
     end: float,
     job_state: str,
+    settings: Settings,
 ) -> list[ev.Event]:
     record = dict(job or {"job_id": slurm_id, "name": environ.get("JOBNAME", "")})
     record.setdefault("cluster", cluster)
     record.setdefault("partition", environ.get("PARTITION", ""))
-    meta = convert.job_meta(record)
+    record.setdefault("account", environ.get("ACCOUNT", ""))
+    meta = convert.job_meta(record, settings.policy)
+    for warning in meta.warnings:
+        log.warning("ett-slurm: job %s: %s", slurm_id, warning)
     submit = _number(environ.get("SUBMIT")) or _number(record.get("submit_time")) or end
     _, _, status = convert.end_outcome(job_state, requeued=False)
     submitted = convert.submitted_event(ett_id, min(submit, end), meta)
@@ -331,7 +372,13 @@ def task_prolog_lines(environ: Mapping[str, str], settings: Settings) -> list[st
     if not slurm_id:
         raise ValueError("SLURM_JOB_ID is not set: run this as SLURM's TaskProlog")
     ett_id = convert.ett_job_id(cluster, slurm_id, settings.job_id_template)
-    return ["export ETT_JOB_OWNER=scheduler", f"export ETT_JOB_ID={ett_id}"]
+    restarts = environ.get("SLURM_RESTART_COUNT", "").strip()
+    base = convert.allocation_attempt(int(restarts) if restarts.isdigit() else 0)
+    return [
+        "export ETT_JOB_OWNER=scheduler",
+        f"export ETT_JOB_ID={ett_id}",
+        f"export ETT_ATTEMPT_BASE={base}",
+    ]
 
 
 # ---- delivery ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import trainer_agent
+from trainer_agent.events import ALLOCATION_STRIDE
 from trainer_agent.slurm import convert
 from trainer_agent.slurm.hooks import Settings
 
@@ -39,8 +40,12 @@ def task_prolog_script(template: str, cluster: str = "") -> str:
         "#!/bin/sh\n"
         "# ETT% SLURM integration: the job's tasks report under the scheduler's job id, and the\n"
         "# trainer agent leaves job_submitted/job_ended to the scheduler hooks.\n"
+        "# Attempt numbers: allocation k (a requeue adds one) is attempt k x 1000, as the hooks\n"
+        "# number it; trainer_agent.elastic adds torchrun's in-place restarts to it.\n"
         "echo 'export ETT_JOB_OWNER=scheduler'\n"
         f'echo "export ETT_JOB_ID={shell_id}"\n'
+        'case "${SLURM_RESTART_COUNT:-0}" in *[!0-9]*) n=0 ;; *) n=${SLURM_RESTART_COUNT:-0} ;; esac\n'
+        f'echo "export ETT_ATTEMPT_BASE=$((n * {ALLOCATION_STRIDE}))"\n'
         "exit 0\n"
     )
 
@@ -63,6 +68,11 @@ def install(settings: Settings, scripts_dir: Path, python: str, slurm_conf: str 
         env["ETT_TOKEN"] = settings.token
     if settings.cluster:
         env["ETT_SLURM_CLUSTER"] = settings.cluster
+    if settings.owner_map:
+        env["ETT_SLURM_OWNER_MAP"] = settings.owner_map
+    if settings.allowed_owners:
+        env["ETT_SLURM_ALLOWED_OWNERS"] = settings.allowed_owners
+    env["ETT_SLURM_MAX_GPUS_PER_NODE"] = str(settings.max_gpus_per_node)
     squeue = shutil.which(settings.squeue)
     if squeue:  # slurmctld gives its hooks a minimal PATH
         env["ETT_SLURM_SQUEUE"] = squeue

@@ -398,7 +398,14 @@ def test_submitted_never_started_is_scheduling():
     r = run(j, now=50)
     assert r.components["scheduling"] == 50 and r.status == "pending"
     assert r.to_dict()["intervals"] == [
-        {"start": 0, "end": 50, "attempt": None, "component": "scheduling", "phase": "scheduling"}
+        {
+            "start": 0,
+            "end": 50,
+            "attempt": None,
+            "component": "scheduling",
+            "phase": "scheduling",
+            "gpus": 8,
+        }
     ]
 
 

@@ -57,6 +57,7 @@ def test_incremental_equals_rebuild_after_changes(post: Any, database: Any) -> N
         # A recompute that moves a job to another model and shortens it: the old
         # contribution must leave the old key entirely.
         s.execute(update(JobResult).where(JobResult.job_id == "job-b").values(model="m-z", gpus=4))
+        s.execute(update(JobInterval).where(JobInterval.job_id == "job-b").values(gpus=4))
         s.execute(
             delete(JobInterval).where(JobInterval.job_id == "job-b", JobInterval.start >= D0 + 2200)
         )

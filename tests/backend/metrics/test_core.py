@@ -20,9 +20,26 @@ def test_a_missing_or_senseless_gpu_count_weighs_one_gpu(gpus: object, weight: i
 
 def test_fleet_ett_weights_jobs_by_gpu_time_not_by_job() -> None:
     # ACCOUNTING.md's example: 10 GPUs at 50% and 1 GPU at 100% is 54.5%, not 75%.
-    assert core.weighted_ett_pct([(50.0, 100.0, 10), (100.0, 100.0, 1)]) == pytest.approx(600 / 11)
-    assert core.weighted_ett_pct([(50.0, 100.0, None), (100.0, 100.0, 1)]) == pytest.approx(75.0)
+    x = core.job_gpu_s({"effective_s": 50.0, "e2e_s": 100.0, "gpus": 10})
+    y = core.job_gpu_s({"effective_s": 100.0, "e2e_s": 100.0, "gpus": 1})
+    assert core.weighted_ett_pct([x, y]) == pytest.approx(600 / 11)
+    null = core.job_gpu_s({"effective_s": 50.0, "e2e_s": 100.0, "gpus": None})
+    assert core.weighted_ett_pct([null, y]) == pytest.approx(75.0)
     assert core.weighted_ett_pct([]) is None
+
+
+def test_per_attempt_gpus_weigh_each_second_at_its_attempts_count() -> None:
+    """A job of 64 GPUs whose second attempt ran on 48: its result's GPU-seconds win over its
+    count; an interval stored without a count takes the job's."""
+    result = {"effective_s": 2000.0, "e2e_s": 2400.0, "gpus": 64}
+    assert core.job_gpu_s(result) == (128_000.0, 153_600.0)  # stored before: all at 64
+    result.update(effective_gpu_s=112_000.0, e2e_gpu_s=136_000.0)
+    assert core.job_gpu_s(result) == (112_000.0, 136_000.0)
+    assert core.weighted_ett_pct([core.job_gpu_s(result)]) == pytest.approx(82.3529, abs=1e-4)
+    assert core.interval_gpus(48, 64) == 48 and core.interval_gpus(None, 64) == 64
+    assert core.interval_gpus(None, None) == 1 and core.interval_gpu_s(10.0, 48, 64) == 480.0
+    assert core.job_weight(64, 2400.0, 136_000.0) == pytest.approx(56.6667, abs=1e-4)
+    assert core.job_weight(64, 2400.0, None) == 64.0
 
 
 def test_partial_buckets_are_the_cut_ones_and_the_one_in_progress() -> None:
