@@ -84,8 +84,11 @@ def _store_behind_ingest(database: Any, jobs: dict[str, list[dict[str, Any]]]) -
 
 def _poison_trigger(database: Any) -> None:
     """The database refuses any result row of a job whose id starts with 'poison'."""
-    _drop_poison_trigger(database)  # a test stopped between create and drop leaves none behind
+    # Drop and create on one connection: a test stopped between create and drop leaves none
+    # behind, and another pooled SQLite connection may still hold the schema from before the drop
+    # (its CREATE then fails with "already exists" while it prepares).
     with database.engine.begin() as conn:
+        _drop_poison_trigger_on(conn, database.dialect)
         if database.dialect == "postgresql":
             conn.execute(
                 text(
@@ -109,13 +112,18 @@ def _poison_trigger(database: Any) -> None:
             )
 
 
+def _drop_poison_trigger_on(conn: Any, dialect: str) -> None:
+    if dialect == "postgresql":
+        conn.execute(text("DROP TRIGGER IF EXISTS ett_test_poison_result ON job_results"))
+        conn.execute(text("DROP FUNCTION IF EXISTS ett_test_poison_result()"))
+    else:
+        conn.execute(text("DROP TRIGGER IF EXISTS ett_test_poison_result"))
+
+
 def _drop_poison_trigger(database: Any) -> None:
     with database.engine.begin() as conn:
-        if database.dialect == "postgresql":
-            conn.execute(text("DROP TRIGGER IF EXISTS ett_test_poison_result ON job_results"))
-            conn.execute(text("DROP FUNCTION IF EXISTS ett_test_poison_result()"))
-        else:
-            conn.execute(text("DROP TRIGGER IF EXISTS ett_test_poison_result"))
+        _drop_poison_trigger_on(conn, database.dialect)
+    database.engine.dispose()  # no pooled SQLite connection keeps the trigger in its schema
 
 
 def _settings(database: Any) -> Settings:

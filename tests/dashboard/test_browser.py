@@ -214,9 +214,20 @@ def _pick(browser: Browser, dropdown_id: str, text: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
 
     # Dash 4's dropdown: a click opens a popover whose search box has the focus.
+    from selenium.webdriver.common.keys import Keys
+
     browser.click_at(browser.wait_for(f"#{dropdown_id}"))
     ActionChains(browser.driver).send_keys(text).perform()
-    browser.wait_for_text(".dash-dropdown-content .dash-dropdown-options", text)
+    # Each keystroke is a server-side search; on a loaded machine an earlier keystroke's answer
+    # can arrive last and replace the options. Retyping the last key asks again, as a user would.
+    for retry in range(3):
+        try:
+            browser.wait_for_text(".dash-dropdown-content .dash-dropdown-options", text, 10)
+            break
+        except AssertionError:
+            if retry == 2:
+                raise
+            ActionChains(browser.driver).send_keys(Keys.BACKSPACE, text[-1]).perform()
     option = next(
         o
         for o in browser.find_all(".dash-dropdown-content .dash-dropdown-option")
