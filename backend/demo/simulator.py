@@ -51,10 +51,10 @@ _CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 # A silent attempt (it just stops sending) the scheduler later explains, but one in
 # _SILENT_UNEXPLAINED, which stays a failure of unknown cause.
-_SILENT_UNEXPLAINED = 1
+_SILENT_UNEXPLAINED = 4
 # Jobs of at least this many GPUs (several hosts) report a failure from the failed rank and,
 # as cascade, NCCL timeouts from two others.
-_CASCADE_GPUS = 10**9
+_CASCADE_GPUS = 16
 
 
 def _pick(job_id: str, attempt: int, n: int) -> int:
