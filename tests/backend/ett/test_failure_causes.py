@@ -174,3 +174,30 @@ def test_old_events_without_causes_count_under_their_kind() -> None:
     # rule 4: a job_ended status names its cause
     l1 = _l1(_job(status="timeout", restart=False))
     assert l1["failures"][0]["cause"] == "time_limit"
+
+
+def test_a_result_stored_before_causes_reads_under_its_kinds_cause() -> None:
+    from backend.results.read import _failure_times
+    from backend.results.schemas import FailureRead
+
+    old = {"ts": 100.0, "kind": "preemption", "attempt": 0, "inferred": False,
+           "event_id": "e", "message": None, "ttr_s": 5.0, "interrupted": False,
+           "censored": False}  # fmt: skip
+    read = FailureRead(**_failure_times(old, lambda t: f"t{t}"))
+    assert (read.cause, read.domain, read.planned, read.cascade) == (
+        "preemption",
+        "scheduler",
+        True,
+        [],
+    )
+    new = {**old, "kind": "app_error", "cause": "gpu_oom", "domain": "workload", "planned": False,
+           "rank": 3, "cascade": [{"ts": 130.0, "kind": "infra", "cause": "nccl_timeout",
+                                   "domain": "infrastructure", "planned": False, "rank": 0,
+                                   "event_id": "c", "message": None}]}  # fmt: skip
+    read = FailureRead(**_failure_times(new, lambda t: f"t{t}"))
+    assert (read.cause, read.ts, read.cascade[0].ts, read.cascade[0].rank) == (
+        "gpu_oom",
+        "t100.0",
+        "t130.0",
+        0,
+    )
