@@ -15,7 +15,14 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from backend.ett.catalogue import CATALOGUE, CUSTOM_PREFIX, FAILURE_KINDS, JOB_STATUSES
+from backend.ett.catalogue import (
+    CATALOGUE,
+    CUSTOM_PREFIX,
+    FAILURE_CAUSES,
+    FAILURE_DOMAINS,
+    FAILURE_KINDS,
+    JOB_STATUSES,
+)
 from backend.text import text_problem
 from backend.timefmt import MAX_EPOCH_S, parse_time
 
@@ -162,6 +169,11 @@ class Failure(_AttemptEvent):
     kind: Literal[FAILURE_KINDS]  # the catalogue's kinds
     message: NotRequired[Annotated[str, Field(strict=True, max_length=4096)]]
     scope: NotRequired[Scope]
+    # docs/ACCOUNTING.md "Failure causes": optional; a cause alone implies its domain and plan.
+    cause: NotRequired[Literal[FAILURE_CAUSES]]
+    domain: NotRequired[Literal[FAILURE_DOMAINS]]
+    planned: NotRequired[Annotated[bool, Field(strict=True)]]
+    rank: NotRequired[Annotated[int, Field(strict=True, ge=0, le=1_000_000)]]
 
 
 class Heartbeat(_AttemptEvent):

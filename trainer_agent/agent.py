@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
+from trainer_agent import causes
 from trainer_agent import events as ev
 from trainer_agent.sender import Sender
 from trainer_agent.spool import Spool, default_spool_root, job_spool_dir
@@ -609,12 +610,27 @@ class Agent:
 
     # ---- failures, heartbeats, lifecycle ---------------------------------------------------
 
-    def failure(self, kind: str, message: str | None = None, ts: float | None = None) -> None:
-        """Record that this attempt failed (kind: preemption, app_error, infra, induced, unknown)."""
+    def failure(
+        self,
+        kind: str,
+        message: str | None = None,
+        ts: float | None = None,
+        cause: str | None = None,
+    ) -> None:
+        """Record that this attempt failed (kind: preemption, app_error, infra, induced, unknown).
+
+        `cause` is one of causes.CAUSE_KINDS (docs/ACCOUNTING.md "Failure causes"); without it
+        the message's well-known patterns (causes.PATTERNS) may name one.
+        """
         try:
             if kind not in ev.FAILURE_KINDS:
                 log.warning("trainer_agent: unknown failure kind %r recorded as 'unknown'", kind)
                 kind = "unknown"
+            if cause is not None and cause not in causes.CAUSE_KINDS:
+                log.warning("trainer_agent: unknown failure cause %r left out", cause)
+                cause = None
+            if cause is None:
+                cause = causes.from_message(message)
             if self._failure_kind is None:
                 self._failure_kind = kind
             self._emit(
@@ -622,6 +638,8 @@ class Agent:
                 ts=self._clock() if ts is None else ts,
                 kind=kind,
                 message=ev.truncate_message(message) if message else None,
+                cause=cause,
+                rank=self.rank if type(self.rank) is int and self.rank >= 0 else None,
             )
         except Exception:  # noqa: BLE001
             log.exception("trainer_agent: failure() failed")
@@ -819,7 +837,10 @@ class Agent:
                 if issubclass(exc_type, KeyboardInterrupt):
                     self.attempt_ended("cancelled")
                 else:
-                    self.failure("app_error", _format_exception(exc_type, exc, tb))
+                    cause = causes.from_exception(exc_type, str(exc))
+                    self.failure(
+                        causes.kind_of(cause), _format_exception(exc_type, exc, tb), cause=cause
+                    )
         except Exception:  # noqa: BLE001
             pass
         self._prev_excepthook(exc_type, exc, tb)
@@ -832,9 +853,11 @@ class Agent:
                 and not issubclass(args.exc_type, SystemExit)
             ):
                 where = f"in thread {args.thread.name}: " if args.thread is not None else ""
+                cause = causes.from_exception(args.exc_type, str(args.exc_value))
                 self.failure(
-                    "app_error",
+                    causes.kind_of(cause),
                     where + _format_exception(args.exc_type, args.exc_value, args.exc_traceback),
+                    cause=cause,
                 )
         except Exception:  # noqa: BLE001
             pass
@@ -847,7 +870,9 @@ class Agent:
                 # Under trainer_agent.elastic the launcher says why: another worker's death
                 # (torchrun then stops the rest with SIGTERM) or its own signal (a preemption).
                 if self._failure_kind is None and not _launcher_reports_failures():
-                    self.failure("preemption", "SIGTERM received")
+                    # who sent it is the scheduler's to say: a cancel or a time limit
+                    # (docs/ACCOUNTING.md "Failure causes"), else a preemption
+                    self.failure("preemption", "SIGTERM received", cause="sigterm")
                 if callable(prev):
                     self.flush(
                         self.exit_timeout_s

@@ -38,6 +38,7 @@ import sys
 import time
 from typing import Any
 
+from trainer_agent import causes
 from trainer_agent.agent import allocation_base
 from trainer_agent.events import ALLOCATION_STRIDE
 
@@ -134,14 +135,18 @@ class _AttemptTracker:
             key=lambda kv: (getattr(kv[1], "timestamp", 0) or 0, int(kv[0])),
         )
         # A worker killed by SIGTERM while another failed was stopped by torchrun itself.
-        causes = [(r, f) for r, f in failures if _exit_code(f) != -signal.SIGTERM] or failures
-        for rank, failure in causes:
+        roots = [(r, f) for r, f in failures if _exit_code(f) != -signal.SIGTERM] or failures
+        for rank, failure in roots:
             key = (self.attempt, int(rank))
             if key in self.reported:
                 continue
             self.reported.add(key)
-            kind, what = _describe(_exit_code(failure))
-            self._report(kind, f"torchrun: worker rank {int(rank)} {what}", timeout=5.0)
+            code = _exit_code(failure)
+            kind, what = _describe(code)
+            cause = causes.from_exit(code, str(getattr(failure, "message", "") or ""))
+            self._report(
+                kind, f"torchrun: worker rank {int(rank)} {what}", timeout=5.0, cause=cause
+            )
 
     def signalled(self, sigval: Any) -> None:
         """The launcher itself got a death signal (a scheduler's requeue, preemption or
@@ -154,9 +159,10 @@ class _AttemptTracker:
             f"torchrun received {name}: the job was stopped from outside (requeue, "
             "preemption or cancel)",
             timeout=1.0,
+            cause="sigterm",
         )
 
-    def _report(self, kind: str, message: str, timeout: float) -> None:
+    def _report(self, kind: str, message: str, timeout: float, cause: str | None = None) -> None:
         if not (os.environ.get("ETT_JOB_ID") and os.environ.get("ETT_ENDPOINT")):
             return
         from trainer_agent.agent import Agent
@@ -173,7 +179,7 @@ class _AttemptTracker:
                 install_handlers=False,
                 job_owner="scheduler",
             )
-        self.reporter.failure(kind, message)
+        self.reporter.failure(kind, message, cause=cause)
         self.reporter.flush(timeout=timeout)
 
 

@@ -6,6 +6,7 @@ rounded to the millisecond), a form the wire protocol accepts as is.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,65 @@ _MESSAGES = {
     "induced": "benchmark: job terminated on purpose (controlled failure)",
     "unknown": "attempt stopped reporting",
 }
+# The causes a demo failure of each kind has (docs/ACCOUNTING.md "Failure causes"), with the
+# message an agent or the SLURM hooks would send; one is picked from the job and attempt alone
+# (no draw of the fleet's random stream, so the fleet's numbers stay as they were).
+_CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
+    "preemption": (("preemption", "SLURM job state PREEMPTED; requeued"),),
+    "app_error": (
+        ("gpu_oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"),
+        ("cuda_error", "RuntimeError: CUDA error: an illegal memory access was encountered"),
+        ("exception", "ValueError: embedding index out of range"),
+        ("dataloader", "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed."),
+    ),
+    "infra": (
+        ("gpu_hardware", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."),
+        ("nccl_error", "NCCL error: remote process exited or there was a network error"),
+        ("node_failure", "SLURM job state NODE_FAIL"),
+    ),
+    "induced": (("injected", _MESSAGES["induced"]),),
+}
+# A silent attempt (it just stops sending) the scheduler later explains, but one in
+# _SILENT_UNEXPLAINED, which stays a failure of unknown cause.
+_SILENT_UNEXPLAINED = 4
+# Jobs of at least this many GPUs (several hosts) report a failure from the failed rank and,
+# as cascade, NCCL timeouts from two others.
+_CASCADE_GPUS = 16
+
+
+def _pick(job_id: str, attempt: int, n: int) -> int:
+    """A fixed choice of one of n for a job's attempt (the same on every run)."""
+    return zlib.crc32(f"{job_id}:{attempt}".encode()) % n
+
+
+def _emit_failure(em: _Emitter, plan: JobPlan, attempt: int, t: float, failure: Any) -> None:
+    """The failure events of one interruption: the initiating report, its cascade, or for a
+    silent attempt the scheduler's explanation (mostly)."""
+    if failure.kind == "silent":
+        if _pick(plan.job_id, attempt, _SILENT_UNEXPLAINED) == 0:
+            return
+        # the node stopped answering: SLURM's NODE_FAIL, stamped when the node went
+        em.add("failure", attempt, ts=t, kind="infra", cause="node_failure",
+               message="SLURM job state NODE_FAIL (node stopped answering)",
+               scope="allocation")  # fmt: skip
+        return
+    options = _CAUSES.get(failure.kind)
+    if options is None:
+        em.add("failure", attempt, ts=t, kind=failure.kind, message=_MESSAGES[failure.kind])
+        return
+    cause, message = options[_pick(plan.job_id, attempt, len(options))]
+    ranks = plan.gpus > _CASCADE_GPUS - 1 and failure.kind in ("app_error", "infra")
+    rank = _pick(plan.job_id, attempt + 7, plan.gpus) if ranks else None
+    em.add("failure", attempt, ts=t, kind=failure.kind, cause=cause, message=message,
+           **({"rank": rank} if rank is not None else {}))  # fmt: skip
+    if rank is None:
+        return
+    for k, other in enumerate(r for r in (0, 1, 2) if r != rank):
+        if k == 2:
+            break
+        em.add("failure", attempt, ts=t + failure.teardown_s * (0.3 + 0.1 * k), kind="infra",
+               cause="nccl_timeout", rank=other,
+               message=f"[Rank {other}] Watchdog caught collective operation timeout")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +311,8 @@ def job_events(plan: JobPlan) -> list[Event]:
             break
         failure = pending.pop(0)
         t = loop.run(attempt, t, pos, failure.at_s)
+        _emit_failure(em, plan, attempt, t, failure)
         if failure.kind != "silent":
-            em.add("failure", attempt, ts=t, kind=failure.kind, message=_MESSAGES[failure.kind])
             reason = _ENDED_REASON.get(failure.kind, "failure")
             em.add("attempt_ended", attempt, ts=t + failure.teardown_s, reason=reason)
             if plan.outcome == "failed" and not pending:

@@ -34,6 +34,116 @@ WASTE_KINDS: tuple[str, ...] = ("replay", "checkpoint_blocking", "stalled")
 
 FAILURE_KINDS: tuple[str, ...] = ("preemption", "app_error", "infra", "induced", "unknown")
 
+# Failure domains (docs/ACCOUNTING.md "Failure causes"): whose fault a failure is.
+FAILURE_DOMAINS: tuple[str, ...] = ("workload", "infrastructure", "scheduler", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One failure cause: its domain, whether it was planned, and the kind it is counted as."""
+
+    cause: str
+    domain: str
+    planned: bool
+    kind: str
+    meaning: str
+    # A sign another failure may explain (a SIGTERM of unknown sender): it yields to any other
+    # failure of its attempt when the initiating one is chosen (docs/ACCOUNTING.md).
+    symptom: bool = False
+
+
+# The taxonomy, in the order the REST answers and the job page list causes. The agent keeps a
+# copy (trainer_agent/causes.py; tests/trainer_agent/test_agent_constants.py checks they agree).
+CAUSES: dict[str, Cause] = {
+    c.cause: c
+    for c in (
+        Cause("preemption", "scheduler", True, "preemption", "preempted for other work"),
+        Cause(
+            "requeue", "scheduler", True, "preemption", "requeued by the scheduler or an operator"
+        ),
+        Cause(
+            "sigterm",
+            "scheduler",
+            True,
+            "preemption",
+            "SIGTERM from outside, sender unknown: a preemption unless the scheduler says otherwise",
+            symptom=True,
+        ),
+        Cause("maintenance", "infrastructure", True, "infra", "stopped for planned maintenance"),
+        Cause("user_cancel", "workload", True, "induced", "cancelled by a person (scancel)"),
+        Cause("injected", "workload", True, "induced", "a failure injected on purpose (a drill)"),
+        Cause("exception", "workload", False, "app_error", "an uncaught exception of the program"),
+        Cause("nonzero_exit", "workload", False, "app_error", "the program exited with a code"),
+        Cause(
+            "crash_signal",
+            "workload",
+            False,
+            "app_error",
+            "killed by a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL)",
+        ),
+        Cause("signal", "workload", False, "app_error", "killed by another signal (SIGKILL, ...)"),
+        Cause("host_oom", "workload", False, "app_error", "out of host memory (MemoryError, OOM)"),
+        Cause("gpu_oom", "workload", False, "app_error", "out of GPU memory (CUDA out of memory)"),
+        Cause("dataloader", "workload", False, "app_error", "a data-loader worker died"),
+        Cause("cuda_error", "workload", False, "app_error", "a CUDA error of the program"),
+        Cause("hang", "workload", False, "app_error", "stopped making progress (a watchdog)"),
+        Cause("time_limit", "workload", False, "app_error", "killed at the job's time limit"),
+        Cause(
+            "gpu_hardware",
+            "infrastructure",
+            False,
+            "infra",
+            "a GPU hardware fault (ECC, fallen off the bus, NVLink: hardware Xid numbers)",
+        ),
+        Cause(
+            "nccl_timeout",
+            "infrastructure",
+            False,
+            "infra",
+            "an NCCL watchdog or collective timeout",
+        ),
+        Cause("nccl_error", "infrastructure", False, "infra", "an NCCL or network error"),
+        Cause("node_failure", "infrastructure", False, "infra", "a node of the allocation failed"),
+        Cause("unknown", "unknown", False, "unknown", "no cause known"),
+    )
+}
+FAILURE_CAUSES: tuple[str, ...] = tuple(CAUSES)
+# A failure that names no cause (events from before causes): its kind's domain and plan.
+_KIND_DOMAIN = {
+    "preemption": "scheduler",
+    "app_error": "workload",
+    "infra": "infrastructure",
+    "induced": "workload",
+    "unknown": "unknown",
+}
+_KIND_CAUSE = {"preemption": "preemption", "induced": "injected"}
+PLANNED_KINDS: frozenset[str] = frozenset({"preemption", "induced"})
+
+
+def failure_cause(kind: str, cause: str | None) -> str:
+    """The cause a failure counts under: its own when known, else its kind's (else unknown)."""
+    if cause is not None and cause in CAUSES:
+        return cause
+    return _KIND_CAUSE.get(kind, "unknown")
+
+
+def failure_domain(kind: str, cause: str | None) -> str:
+    """The failure's domain (workload, infrastructure, scheduler or unknown): its cause's, else
+    its kind's."""
+    row = CAUSES.get(cause) if cause is not None else None
+    if row is not None and row.cause != "unknown":
+        return row.domain
+    return _KIND_DOMAIN.get(kind, "unknown")
+
+
+def is_planned(kind: str, cause: str | None = None) -> bool:
+    """Whether a failure was planned (preemption, maintenance, user cancel, a drill): its
+    cause's answer when the cause is known, else its kind's (preemption and induced are)."""
+    row = CAUSES.get(cause) if cause is not None else None
+    if row is not None and row.cause != "unknown":
+        return row.planned
+    return kind in PLANNED_KINDS
+
 
 @dataclass(frozen=True, slots=True)
 class JobEnd:
@@ -41,14 +151,15 @@ class JobEnd:
 
     `failure_kind` is the kind of the failure a job ending so has in its last attempt when that
     attempt reported none (None: the status is no failure); `inferred` says whether that kind
-    is a guess (plain `failed` names no cause). Issue 27 adds the cause, domain and planned
-    columns to this one table.
+    is a guess (plain `failed` names no cause). `cause` is that failure's cause (CAUSES; its
+    domain and plan follow from it), or for a status that is no failure, why the job stopped.
     """
 
     status: str
     failure_kind: str | None
     inferred: bool
     meaning: str
+    cause: str | None = None
 
 
 # Every status a job_ended may carry (the wire protocol's list, docs/PROTOCOL.md), in order.
@@ -56,31 +167,41 @@ JOB_ENDS: dict[str, JobEnd] = {
     e.status: e
     for e in (
         JobEnd("succeeded", None, False, "the job finished its work"),
-        JobEnd("failed", "unknown", True, "the job failed; the emitter names no cause"),
-        JobEnd("cancelled", None, False, "stopped on purpose (scancel, Ctrl-C): not a failure"),
+        JobEnd("failed", "unknown", True, "the job failed; the emitter names no cause", "unknown"),
+        JobEnd(
+            "cancelled",
+            None,
+            False,
+            "stopped on purpose (scancel, Ctrl-C): not a failure",
+            "user_cancel",
+        ),
         JobEnd(
             "preempted",
             "preemption",
             False,
             "preempted by the scheduler for other work, and not requeued",
+            "preemption",
         ),
         JobEnd(
             "timeout",
             "app_error",
             False,
             "killed at the time limit the job asked for (SLURM TIMEOUT, DEADLINE)",
+            "time_limit",
         ),
         JobEnd(
             "node_failure",
             "infra",
             False,
             "a node of its allocation failed (SLURM NODE_FAIL, BOOT_FAIL)",
+            "node_failure",
         ),
         JobEnd(
             "out_of_memory",
             "app_error",
             False,
             "killed for using more memory than it was given (SLURM OUT_OF_MEMORY)",
+            "host_oom",
         ),
     )
 }

@@ -135,6 +135,8 @@ class JobETT:
         l1 = self.l1.to_dict()
         for f in l1["failures"]:
             f["ts"] = fmt(f["ts"])
+            for c in f["cascade"]:
+                c["ts"] = fmt(c["ts"])
         out: dict[str, Any] = {
             "job_id": self.job_id,
             "model": self.model,

@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ett.catalogue import FAILURE_KINDS
+from backend.ett.catalogue import FAILURE_KINDS, failure_cause, failure_domain, is_planned
 from backend.ett.partition import EFFECTIVE, Piece, subtract
 from backend.ett.timeline import Failure
 
@@ -27,6 +27,12 @@ class FailureL1:
     recovered_at: float
     interrupted: bool
     censored: bool
+    cause: str = "unknown"
+    domain: str = "unknown"
+    planned: bool = False
+    rank: int | None = None
+    # The attempt's other failures (other ranks, the scheduler), each as cascade_dict gives it.
+    cascade: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ttr_s(self) -> float:
@@ -45,7 +51,35 @@ class FailureL1:
             "ttr_s": self.ttr_s,
             "interrupted": self.interrupted,
             "censored": self.censored,
+            "cause": self.cause,
+            "domain": self.domain,
+            "planned": self.planned,
+            "rank": self.rank,
+            "cascade": [dict(c) for c in self.cascade],
         }
+
+
+def cause_of(f: Failure) -> tuple[str, str, bool]:
+    """A failure's (cause, domain, planned): what it says, else what its cause and kind imply."""
+    cause = failure_cause(f.kind, f.cause)
+    domain = f.domain or failure_domain(f.kind, f.cause)
+    planned = f.planned if f.planned is not None else is_planned(f.kind, f.cause)
+    return cause, domain, planned
+
+
+def cascade_dict(f: Failure) -> dict[str, Any]:
+    """The REST shape of one cascade failure (time as epoch seconds)."""
+    cause, domain, planned = cause_of(f)
+    return {
+        "ts": f.ts,
+        "kind": f.kind,
+        "cause": cause,
+        "domain": domain,
+        "planned": planned,
+        "rank": f.rank,
+        "event_id": f.event_id,
+        "message": f.message,
+    }
 
 
 @dataclass(slots=True)
@@ -130,6 +164,7 @@ def level1(pieces: list[Piece], failures: list[Failure], start: float, end: floa
             recovered = nxt_eff
         else:
             recovered = end
+        cause, domain, planned = cause_of(f)
         result.failures.append(
             FailureL1(
                 ts=ts,
@@ -141,6 +176,11 @@ def level1(pieces: list[Piece], failures: list[Failure], start: float, end: floa
                 recovered_at=recovered,
                 interrupted=interrupted,
                 censored=censored,
+                cause=cause,
+                domain=domain,
+                planned=planned,
+                rank=f.rank,
+                cascade=[cascade_dict(c) for c in f.cascade],
             )
         )
         if recovered > ts:

@@ -14,7 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ett.catalogue import FAILURE_KINDS, JOB_ENDS, JobEnd
+from backend.ett.catalogue import (
+    CAUSES,
+    FAILURE_DOMAINS,
+    FAILURE_KINDS,
+    JOB_ENDS,
+    JobEnd,
+    failure_cause,
+)
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 # Rank of each type among events at the same instant (part of the total sort key).
@@ -47,6 +54,9 @@ _ENDED_FAILURE_KIND = {"failure": "app_error", "preempted": "preemption"}
 # An allocation-scoped end (a scheduler's) ends the latest in-place restart started before it,
 # within this slack: schedulers record times in whole seconds, truncated.
 ALLOCATION_SLACK_S = 1.0
+# Failures of one attempt this close to its earliest are taken as simultaneous (clock skew
+# between hosts): among them one that names its cause initiates (docs/ACCOUNTING.md).
+SKEW_TOLERANCE_S = 2.0
 # A phase_started without a span_id match is closed by the `phase` of the same attempt and name
 # whose start is nearest, within this many seconds.
 MATCH_TOLERANCE_S = 1.0
@@ -162,7 +172,7 @@ class Checkpoint:
 
 @dataclass(slots=True)
 class Failure:
-    """One failure: at most one per attempt."""
+    """One failure: at most one per attempt, the initiating one; the others it kept as cascade."""
 
     ts: float
     kind: str
@@ -170,6 +180,12 @@ class Failure:
     inferred: bool
     event_id: str | None
     message: str | None = None
+    cause: str | None = None
+    domain: str | None = None
+    planned: bool | None = None
+    rank: int | None = None
+    # The attempt's other reported failures (other ranks, the scheduler's), by time.
+    cascade: list[Failure] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -418,6 +434,7 @@ def build_timeline(
     windows: list[Window] = []
     checkpoints: list[Checkpoint] = []
     explicit_failures: dict[int, Failure] = {}
+    reported: dict[int, list[Failure]] = {}
     allocation_ends: list[tuple[float, int, str, Mapping[str, Any], int]] = []
     times_max = -math.inf
     add_window = windows.append
@@ -499,8 +516,10 @@ def build_timeline(
             continue
         elif rank == 7:  # failure: the earliest explicit one of an attempt wins
             kind = _failure_kind(ev, eid, warnings)
+            report = _explicit_failure(ev, t, kind, a, eid)
+            reported.setdefault(a, []).append(report)
             if a not in explicit_failures:
-                explicit_failures[a] = _explicit_failure(ev, t, kind, a, eid)
+                explicit_failures[a] = report
         if a != cur_a:
             cur_a = a
             found = attempts.get(a)
@@ -570,7 +589,7 @@ def build_timeline(
             warnings.add("missing_attempt_started", info.earliest_event_id)
             info.start = info.earliest_event if math.isfinite(info.earliest_event) else job_end
     if allocation_ends:
-        route_allocation_ends(allocation_ends, attempts, explicit_failures, warnings)
+        route_allocation_ends(allocation_ends, attempts, explicit_failures, warnings, reported)
     for info in attempts.values():
         if info.ended_at is not None and info.ended_at < info.start:
             warnings.add("attempt_ended_before_start", info.end_event)
@@ -586,6 +605,19 @@ def build_timeline(
     for i, info in enumerate(ordered):
         later_start = ordered[i + 1].start if i + 1 < len(ordered) else None
         failure = explicit_failures.get(info.attempt)
+        reports = reported.get(info.attempt)
+        if reports is not None and len(reports) > 1:
+            failure = initiating_failure(reports)
+        if (
+            failure is not None
+            and info is last_info
+            and ended is not None
+            and ended.get("status") == "cancelled"
+            and all(_symptom(f) for f in (failure, *failure.cascade))
+        ):
+            # a SIGTERM the scheduler says was a cancel (scancel): not a failure
+            failure = None
+            info.reason = "cancelled"
         if failure is None and info.reason in _ENDED_FAILURE_KIND and info.ended_at is not None:
             failure = Failure(
                 info.ended_at,
@@ -603,7 +635,9 @@ def build_timeline(
         if failure is None and job_end_kind is not None and info is last_info:
             warnings.add("inferred_failure_job_failed", ended.get("event_id") if ended else None)
             kind = job_end_kind.failure_kind or "unknown"
-            failure = Failure(last, kind, info.attempt, job_end_kind.inferred, None)
+            failure = Failure(
+                last, kind, info.attempt, job_end_kind.inferred, None, cause=job_end_kind.cause
+            )
         if failure is not None:
             failure_after_attempt_end(failure, info, warnings)
             blocked = busy_until.get(info.attempt)
@@ -679,8 +713,57 @@ def _failure_kind(ev: Mapping[str, Any], eid: str, warnings: WarningLog) -> str:
 
 
 def _explicit_failure(ev: Mapping[str, Any], t: float, kind: str, a: int, eid: str) -> Failure:
-    msg = ev.get("message")
-    return Failure(t, kind, a, False, eid, msg if type(msg) is str else None)
+    msg, cause, domain = ev.get("message"), ev.get("cause"), ev.get("domain")
+    planned, rank = ev.get("planned"), ev.get("rank")
+    return Failure(
+        t,
+        kind,
+        a,
+        False,
+        eid,
+        msg if type(msg) is str else None,
+        cause=cause if type(cause) is str and cause in CAUSES else None,
+        domain=domain if type(domain) is str and domain in FAILURE_DOMAINS else None,
+        planned=planned if type(planned) is bool else None,
+        rank=rank if type(rank) is int and rank >= 0 else None,
+    )
+
+
+def _symptom(failure: Failure) -> bool:
+    row = CAUSES.get(failure.cause) if failure.cause is not None else None
+    return row is not None and row.symptom
+
+
+def initiating_failure(reports: list[Failure]) -> Failure:
+    """The initiating failure of one attempt's reports; the others become its cascade.
+
+    A symptom (a SIGTERM of unknown sender) yields to any other report. Of the rest, those
+    within SKEW_TOLERANCE_S of the earliest are simultaneous: one naming a cause wins over an
+    unknown one, then the earliest, then the smaller event id. The attempt still stops at its
+    earliest report (the time is that of the first sign, whoever sent it).
+    """
+    pool = [f for f in reports if not _symptom(f)] or reports
+    first = min(f.ts for f in pool)
+    chosen = min(
+        (f for f in pool if f.ts <= first + SKEW_TOLERANCE_S),
+        key=lambda f: (failure_cause(f.kind, f.cause) == "unknown", f.ts, f.event_id or ""),
+    )
+    cascade = sorted(
+        (f for f in reports if f is not chosen), key=lambda f: (f.ts, f.event_id or "")
+    )
+    return Failure(
+        min(f.ts for f in reports),
+        chosen.kind,
+        chosen.attempt,
+        chosen.inferred,
+        chosen.event_id,
+        chosen.message,
+        cause=chosen.cause,
+        domain=chosen.domain,
+        planned=chosen.planned,
+        rank=chosen.rank,
+        cascade=cascade,
+    )
 
 
 def _job_end(ended: Mapping[str, Any] | None) -> JobEnd | None:
@@ -695,6 +778,7 @@ def route_allocation_ends(
     attempts: dict[int, AttemptInfo],
     explicit_failures: dict[int, Failure],
     warnings: WarningLog,
+    reported: dict[int, list[Failure]] | None = None,
 ) -> None:
     """Allocation-scoped failures and attempt_ended (a scheduler's) end the allocation's latest
     attempt: the one named, or the last of the in-place restarts that follow it and started
@@ -730,8 +814,11 @@ def route_allocation_ends(
         if rank == 7:
             kind = _failure_kind(ev, eid, warnings)
             known = explicit_failures.get(b)
+            report = _explicit_failure(ev, t, kind, b, eid)
+            if reported is not None:
+                reported.setdefault(b, []).append(report)
             if known is None or t < known.ts:
-                explicit_failures[b] = _explicit_failure(ev, t, kind, b, eid)
+                explicit_failures[b] = report
         elif target.ended_at is None or t < target.ended_at:
             if target.ended_at is not None:
                 warnings.add("multiple_attempt_ended", target.end_event, eid)

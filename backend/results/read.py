@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import describe_error
-from backend.ett.catalogue import attempt_label
+from backend.ett.catalogue import attempt_label, failure_cause, failure_domain, is_planned
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
 from backend.jobs.models import Job, Model
@@ -30,6 +30,22 @@ SORTS: dict[str, Any] = {
 }
 
 
+def _failure_times(f: Mapping[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
+    """One stored failure with its times through `fmt`; one stored before causes gets its
+    kind's cause, domain and plan."""
+    kind = f.get("kind", "unknown")
+    out = {
+        "cause": failure_cause(kind, None),
+        "domain": failure_domain(kind, None),
+        "planned": is_planned(kind, None),
+        "rank": None,
+        **f,
+        "ts": fmt(f["ts"]),
+    }
+    out["cascade"] = [{**c, "ts": fmt(c["ts"])} for c in f.get("cascade") or []]
+    return out
+
+
 def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
     """A stored result (epoch floats) with its time fields passed through `fmt`."""
     out = dict(doc)
@@ -39,7 +55,7 @@ def _format_times(doc: dict[str, Any], fmt: Callable[[float], Any]) -> dict[str,
         if out.get(key) is not None:
             out[key] = fmt(out[key])
     l1 = dict(out.get("l1") or {})
-    l1["failures"] = [{**f, "ts": fmt(f["ts"])} for f in l1.get("failures", [])]
+    l1["failures"] = [_failure_times(f, fmt) for f in l1.get("failures", [])]
     out["l1"] = l1
     out["attempts"] = [
         {

@@ -11,7 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from backend.ett.catalogue import COMPONENTS_HELP, FAILURE_KINDS, WASTE_KINDS
+from backend.ett.catalogue import (
+    COMPONENTS_HELP,
+    FAILURE_CAUSES,
+    FAILURE_DOMAINS,
+    FAILURE_KINDS,
+    WASTE_KINDS,
+)
 
 
 class JobSummary(BaseModel):
@@ -47,8 +53,22 @@ class JobPage(BaseModel):
     jobs: list[JobSummary]
 
 
+class CascadeRead(BaseModel):
+    """Another failure reported by the same attempt (another rank, the scheduler): a cascade."""
+
+    ts: str = Field(description="when it was reported")
+    kind: str = Field(description=f"one of {', '.join(FAILURE_KINDS)}")
+    cause: str = Field(description=f"one of {', '.join(FAILURE_CAUSES)}")
+    domain: str = Field(description=f"one of {', '.join(FAILURE_DOMAINS)}")
+    planned: bool = Field(description="preemption, maintenance, a user cancel or a drill")
+    rank: int | None = Field(description="the rank that reported it, when it said")
+    event_id: str | None = Field(description="the failure event")
+    message: str | None = Field(description="the sender's message, if any")
+
+
 class FailureRead(BaseModel):
-    """One failure and its recovery window (Level 1)."""
+    """One failure (an interruption) and its recovery window (Level 1): its initiating cause,
+    and the attempt's other failures as its cascade."""
 
     ts: str = Field(description="when it happened")
     kind: str = Field(description=f"one of {', '.join(FAILURE_KINDS)}")
@@ -59,6 +79,16 @@ class FailureRead(BaseModel):
     ttr_s: float = Field(description="time to recover: to the next effective training")
     interrupted: bool = Field(description="another failure came before the recovery")
     censored: bool = Field(description="the job ended (or is still open) before it recovered")
+    cause: str = Field(
+        "unknown", description=f"the initiating cause: one of {', '.join(FAILURE_CAUSES)}"
+    )
+    domain: str = Field("unknown", description=f"one of {', '.join(FAILURE_DOMAINS)}")
+    planned: bool = Field(False, description="preemption, maintenance, a user cancel or a drill")
+    rank: int | None = Field(None, description="the rank that reported it, when it said")
+    cascade: list[CascadeRead] = Field(
+        default_factory=list,
+        description="the attempt's other failures, by time (docs/ACCOUNTING.md, cascade rule)",
+    )
 
 
 class Level1Read(BaseModel):

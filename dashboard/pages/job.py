@@ -229,6 +229,39 @@ def l1_table(result: dict[str, Any]) -> Any:
     )
 
 
+def _who(f: dict[str, Any]) -> str:
+    rank = f.get("rank")
+    return f"rank {rank}" if rank is not None else "scheduler or agent"
+
+
+def failures_table(result: dict[str, Any]) -> Any:
+    """Each failure (interruption): its initiating cause, domain and plan, and its cascade (the
+    attempt's other failures, with how long after the first each came)."""
+    labels = attempt_labels(result)
+    rows: list[dict[str, Any]] = []
+    for i, f in enumerate((result.get("l1") or {}).get("failures") or []):
+        start = data.epoch(f.get("ts")) or 0.0
+        cascade = [
+            f"{_who(c)}: {c.get('cause')} (+{(data.epoch(c.get('ts')) or start) - start:.0f} s)"
+            for c in f.get("cascade") or []
+        ]
+        rows.append(
+            {
+                "failure": f"{i + 1}: {figures.attempt_name(f.get('attempt'), labels)}",
+                "cause": f.get("cause") or "unknown",
+                "domain": f.get("domain") or "unknown",
+                "planned": "planned" if f.get("planned") else "unplanned",
+                "reported by": _who(f),
+                "cascade": "; ".join(cascade) or "—",
+                "message": (f.get("message") or "")[:200],
+            }
+        )
+    if not rows:
+        return html.P("No failures.", id="job-failures-none")
+    columns = ("failure", "cause", "domain", "planned", "reported by", "cascade", "message")
+    return table("job-failures-table", rows, [{"id": c, "name": c} for c in columns], page_size=50)
+
+
 def l2_table(result: dict[str, Any]) -> Any:
     """Level 2: each component (wasted split by kind), minutes and share of E2E."""
     e2e = result.get("e2e_s") or 0.0
@@ -639,6 +672,13 @@ def job_body(job_id: str, filters: Filters) -> list[Any]:
         html.Div(
             [section("Level 1", l1_table(result)), section("Level 2", l2_table(result))],
             className="ett-two-col",
+        ),
+        section(
+            "Failures and their causes",
+            failures_table(result),
+            note="The initiating failure of each interruption (docs/ACCOUNTING.md, Failure "
+            "causes) and its cascade: the same attempt's other failures, from other ranks or "
+            "the scheduler.",
         ),
         deferred(PREFIX, {"job_id": job_id}, min_height=400),
     ]

@@ -504,3 +504,40 @@ def test_live_page_equals_the_rest_answer(
     assert rolling["(fleet)"]["ett_24h"] == pytest.approx(rest["fleet"]["24h"]["ett_pct"])
     gpus = find(page, "live-gpus-graph").figure.data[0]
     assert sum(gpus.x) == sum(rest["gpus_by_state"].values())
+
+
+def test_job_page_shows_the_initiating_cause_and_its_cascade(
+    post: Any, client: Any, settings: Settings, database: Database
+) -> None:
+    import time
+
+    t0 = time.time() - 9000.0
+    events = _small_job(2, t0 + 7202.0)
+    events[3:4] = [  # attempt 0 fails at 3600 s: rank 3 OOMs, ranks 0 and 1 time out after
+        {"event_id": "j002-f3", "job_id": "j002", "type": "failure", "attempt": 0,
+         "ts": t0 + 3600.0, "kind": "app_error", "cause": "gpu_oom", "rank": 3,
+         "message": "torch.OutOfMemoryError: CUDA out of memory"},
+        {"event_id": "j002-f0", "job_id": "j002", "type": "failure", "attempt": 0,
+         "ts": t0 + 4200.0, "kind": "infra", "cause": "nccl_timeout", "rank": 0},
+        {"event_id": "j002-f1", "job_id": "j002", "type": "failure", "attempt": 0,
+         "ts": t0 + 4201.0, "kind": "infra", "rank": 1},  # an old agent: no cause
+    ]  # fmt: skip
+    assert post(events).json()["rejected"] == []
+    answer = client.get("/api/v1/jobs/j002/ett").json()
+    assert answer["l1"]["nof"] == 1
+    (f,) = answer["l1"]["failures"]
+    assert (f["cause"], f["domain"], f["planned"], f["rank"]) == ("gpu_oom", "workload", False, 3)
+    assert [(c["rank"], c["cause"], c["domain"]) for c in f["cascade"]] == [
+        (0, "nccl_timeout", "infrastructure"),
+        (1, "unknown", "infrastructure"),
+    ]
+    with dashboard_request(settings, database):
+        page = whole(job, job_id="j002")
+    (row,) = find(page, "job-failures-table").data
+    assert (row["cause"], row["domain"], row["planned"], row["reported by"]) == (
+        "gpu_oom",
+        "workload",
+        "unplanned",
+        "rank 3",
+    )
+    assert row["cascade"] == "rank 0: nccl_timeout (+600 s); rank 1: unknown (+601 s)"

@@ -70,3 +70,26 @@ def test_the_engine_orders_and_times_every_wire_type() -> None:
 
     assert set(TYPE_RANK) == set(EVENT_TYPES) == set(_TIME_FIELD)
     assert len(set(TYPE_RANK.values())) == len(TYPE_RANK)
+
+
+@pytest.mark.parametrize(
+    ("extra", "ok"),
+    [
+        ({}, True),  # an old event: no cause
+        ({"cause": "nccl_timeout", "domain": "infrastructure", "planned": False, "rank": 7}, True),
+        ({"cause": "oom"}, False),
+        ({"domain": "network"}, False),
+        ({"planned": "yes"}, False),
+        ({"rank": -1}, False),
+    ],
+)
+def test_failure_cause_fields_are_optional_and_checked(extra: dict, ok: bool) -> None:
+    from ingest.schema import validate_event
+
+    event = {"event_id": "e1", "job_id": "j", "type": "failure", "attempt": 0,
+             "ts": "2026-11-30T12:00:00Z", "kind": "infra", **extra}  # fmt: skip
+    if ok:
+        assert validate_event(event)["kind"] == "infra"
+    else:
+        with pytest.raises(ValueError, match=next(iter(extra))):
+            validate_event(event)

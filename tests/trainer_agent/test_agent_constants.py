@@ -46,6 +46,23 @@ def test_one_table_of_failure_kinds() -> None:
     assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == list(kinds)
 
 
+def test_one_table_of_failure_causes() -> None:
+    from trainer_agent import causes as agent_causes
+
+    assert {c: row.kind for c, row in catalogue.CAUSES.items()} == agent_causes.CAUSE_KINDS
+    assert get_args(get_type_hints(Failure)["cause"]) == catalogue.FAILURE_CAUSES
+    for cause in ("gpu_oom", "no_such_cause"):
+        event = {"event_id": "e1", "job_id": "j", "type": "failure", "attempt": 0}
+        try:
+            validate_event(
+                {**event, "ts": "2026-11-30T12:00:00Z", "kind": "app_error", "cause": cause}
+            )
+        except ValueError as err:
+            assert cause == "no_such_cause" and "cause" in str(err), err
+        else:
+            assert cause == "gpu_oom"
+
+
 def _default(fn: Any, name: str) -> Any:
     return inspect.signature(fn).parameters[name].default
 

@@ -216,6 +216,11 @@ def test_job_that_fails(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> N
     assert attempt["reason"] == "failure"
     (failure,) = got["l1"]["failures"]
     assert failure["kind"] == "app_error" and failure["inferred"] is False
+    assert (failure["cause"], failure["domain"], failure["planned"]) == (
+        "nonzero_exit",
+        "workload",
+        False,
+    )
     assert parse_time(failure["ts"]) == end
     assert "FAILED" in failure["message"] and "exit code 3:0" in failure["message"]
     assert got["components"].get("scheduling", 0.0) == pytest.approx(start - submit)
@@ -255,6 +260,11 @@ def test_node_failure_requeues_as_infra_failure(
     assert attempts[0]["reason"] == "failure"
     (failure,) = got["l1"]["failures"]
     assert failure["kind"] == "infra" and "NODE_FAIL" in failure["message"]
+    assert (failure["cause"], failure["domain"], failure["planned"]) == (
+        "node_failure",
+        "infrastructure",
+        False,
+    )
     assert got["gpus"] == 1  # it asked for none: counted as 1, with a warning in the hook log
     assert f"job {job}: the job requested no GPUs" in hook_log(hooks)
     assert parse_time(attempts[1]["started_at"]) == slurm_time(done["StartTime"])
@@ -369,8 +379,53 @@ def test_trainer_agent_in_the_job_reports_into_the_schedulers_job(
     assert [a["attempt"] for a in got["attempts"]] == [0, 1000]
     assert parse_time(got["attempts"][0]["started_at"]) == slurm_time(first["StartTime"])
     assert parse_time(got["attempts"][1]["started_at"]) == slurm_time(rec["StartTime"])
-    assert [f["kind"] for f in got["l1"]["failures"]] == ["preemption"]
+    (failure,) = got["l1"]["failures"]
+    # the trainer's SIGTERM came first; the scheduler says why: the requeue initiates
+    assert (failure["kind"], failure["cause"], failure["planned"]) == (
+        "preemption",
+        "requeue",
+        True,
+    )
+    assert [c["cause"] for c in failure["cascade"]] == ["sigterm"]
+    assert parse_time(failure["ts"]) <= parse_time(failure["cascade"][0]["ts"]) + 1.0
     assert got["model"] == "slurm-paired"
+    assert got["components"]["effective_training"] > 0
+
+
+def test_scancel_of_a_training_job_is_a_cancel_not_a_preemption(
+    slurm: SlurmCluster, hooks: Path, live: LiveServer
+) -> None:
+    # A real trainer agent in the job gets scancel's SIGTERM: a user cancel, planned, NoF 0.
+    trainer = (
+        "import time, trainer_agent\n"
+        "agent = trainer_agent.init(progress_window_s=0.2, heartbeat_s=0)\n"
+        "for _ in range(1200):\n"
+        "    time.sleep(0.1)\n"
+        "    agent.step()\n"
+    )
+    (slurm.root / "trainer_cancel.py").write_text(trainer)
+    job = slurm.sbatch(
+        f"exec {sys.executable} {slurm.root}/trainer_cancel.py",
+        "--comment=ett-model=slurm-cancelled",
+        f"--export=ALL,ETT_ENDPOINT={live.url},ETT_TOKEN={live.token}",
+    )
+    slurm.wait_job(job, ("RUNNING",))
+    deadline = time.monotonic() + 30
+    while sum(e["type"] == "progress" for e in live.stored_events(ett_id(slurm, job))) < 3:
+        assert time.monotonic() < deadline, (slurm.root / "jobs" / f"{job}.out").read_text()
+        time.sleep(0.2)
+    subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=30)
+    slurm.wait_job(job, ("CANCELLED",))
+    got = ett_result(live, ett_id(slurm, job), "cancelled")
+
+    stored = live.stored_events(ett_id(slurm, job))
+    sigterms = [e for e in stored if e["type"] == "failure"]
+    # the agent did see the SIGTERM (and said it could not tell who sent it)
+    assert [(e["kind"], e.get("cause")) for e in sigterms] == [("preemption", "sigterm")]
+    assert got["l1"]["nof"] == 0 and got["l1"]["failures"] == []
+    assert got["l1"]["nof_by_kind"]["preemption"] == 0
+    (attempt,) = got["attempts"]
+    assert attempt["reason"] == "cancelled"
     assert got["components"]["effective_training"] > 0
 
 
@@ -547,3 +602,16 @@ def test_torchrun_inside_sbatch_numbers_each_real_restart_once(
     assert in_place_wait > 0
     assert got["components"]["hardware_setup"] >= in_place_wait - 1e-3
     assert got["components"]["effective_training"] > 0
+
+
+def test_zz_under_five_percent_of_failures_have_no_cause(live: LiveServer) -> None:
+    """Over every job this module ran through SLURM (the last test of the module)."""
+    jobs = live.get("/api/v1/jobs?limit=500")["jobs"]
+    failures = [
+        f for job in jobs for f in live.get(f"/api/v1/jobs/{job['job_id']}/ett")["l1"]["failures"]
+    ]
+    assert len(failures) >= 3
+    unknown = [f for f in failures if f["cause"] == "unknown"]
+    share = len(unknown) / len(failures)
+    print(f"unknown-cause share on the SLURM tests: {len(unknown)}/{len(failures)} = {share:.1%}")
+    assert share < 0.05, unknown

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer_agent import causes
 from trainer_agent import events as ev
 from trainer_agent.events import ALLOCATION_STRIDE
 
@@ -46,6 +47,18 @@ END_STATES: dict[str, tuple[str | None, str, str]] = {
     "NODE_FAIL": ("infra", "failure", "node_failure"),
     "BOOT_FAIL": ("infra", "failure", "node_failure"),
     "PREEMPTED": ("preemption", "preempted", "preempted"),
+}
+# SLURM state -> the failure's cause (docs/ACCOUNTING.md "Failure causes"); FAILED's comes
+# from its exit code (end_cause).
+END_CAUSES: dict[str, str] = {
+    "CANCELLED": "user_cancel",
+    "FAILED": "nonzero_exit",
+    "OUT_OF_MEMORY": "host_oom",
+    "TIMEOUT": "time_limit",
+    "DEADLINE": "time_limit",
+    "NODE_FAIL": "node_failure",
+    "BOOT_FAIL": "node_failure",
+    "PREEMPTED": "preemption",
 }
 REQUEUED_END = ("preemption", "preempted", "failed")
 UNKNOWN_END = ("unknown", "failure", "failed")
@@ -318,6 +331,21 @@ def end_outcome(state: str, requeued: bool) -> tuple[str | None, str, str]:
     return outcome
 
 
+def end_cause(state: str, requeued: bool, exit_code: str = "") -> str:
+    """The cause of a SLURM end: its state's, a requeue's, or for FAILED its exit code's
+    (`code:signal`, SLURM's ExitCode): a signal's cause, else a nonzero exit's."""
+    state = state.upper()
+    if requeued and (END_STATES.get(state, UNKNOWN_END)[0] is None or state in REQUEUE_STATES):
+        return "requeue"  # the same test as end_outcome's
+    if state == "FAILED":
+        code, _, sig = (exit_code or "").partition(":")
+        signum = _int(sig)
+        if signum:
+            return causes.from_signal(signum)
+        return causes.from_exit(_int(code) or 1)
+    return END_CAUSES.get(state, "unknown")
+
+
 def end_events(
     ett_id: str,
     attempt: int,
@@ -340,6 +368,7 @@ def end_events(
             ts=ts,
             kind=kind,
             message=_failure_message(state, requeued, exit_code),
+            cause=end_cause(state, requeued, exit_code),
             scope="allocation",
         )
         failure["event_id"] = event_id(ett_id, f"a{attempt}-failure")
