@@ -84,8 +84,8 @@ def layout(**query: Any) -> html.Div:
                     ),
                     card(
                         "nodes-ttr",
-                        "GPU-hours lost in TTRs (per host, summed)",
-                        numbers.gpu_hours(sum(r["ttr_lost_gpu_h"] for r in rows)),
+                        "GPU-hours lost in the TTRs of lemons' failures",
+                        numbers.gpu_hours(sum(r["ttr_lost_gpu_h"] for r in lemons)),
                     ),
                 ]
             ),
