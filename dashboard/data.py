@@ -684,6 +684,8 @@ def slo_unit(spec: Any, value: float | None) -> str:
         return f"{value:,.1f} % ETT"
     if spec.indicator == "duration_percentile":
         return f"{value:,.0f} s p{spec.percentile:g}"
+    if spec.indicator == "lemon_nodes":
+        return f"lemon score {value:,.1f}"
     return f"{value:,.2f} failures/job"
 
 

@@ -69,3 +69,19 @@ def test_a_list_past_the_bound_is_refused_and_kept_as_rejected(client, post) -> 
     body = post(j.events).json()
     (rejected,) = body["rejected"]
     assert "hosts" in str(rejected) and "1024" in str(rejected), rejected
+
+
+def test_the_engine_keeps_at_most_max_hosts_and_counts_them_all() -> None:
+    from backend.ett.catalogue import MAX_HOSTS
+    from backend.ett.engine import compute_job
+
+    j = JobEvents("hosts-3")
+    j.submitted(T0, model="ranker", gpus=16)
+    j.started(0, T0 + 1, hosts=[f"a{i:04d}" for i in range(MAX_HOSTS)], hosts_total=MAX_HOSTS + 10)
+    for i in range(5):  # more hosts name themselves than the bound holds
+        j.add("heartbeat", 0, ts=T0 + 2 + i, host=f"z{i}")
+    j.ended(0, T0 + 100)
+    j.job_ended(T0 + 100)
+    (attempt,) = compute_job(j.events, now=T0 + 200).attempts
+    assert len(attempt.hosts) == MAX_HOSTS and attempt.hosts[-1] == f"a{MAX_HOSTS - 1:04d}"
+    assert attempt.hosts_total == MAX_HOSTS + 10  # the sender's count, above the distinct seen
