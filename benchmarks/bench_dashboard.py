@@ -144,6 +144,7 @@ def pages(database: Database) -> list[tuple[str, str, int, int]]:
         ("owners", "/owners", 1, 2),
         ("plan", "/plan", 1, 1),
         (f"plan ({model})", f"/plan?model={model}", 1, 1),
+        ("nodes", "/nodes", 1, 1),
     ]
 
 

@@ -29,6 +29,8 @@ from backend.jobs import quarantine
 from backend.live import service as live_service
 from backend.metrics import core as metrics_core
 from backend.metrics import fleet as metrics_fleet
+from backend.metrics import nodes as metrics_nodes
+from backend.metrics import reliability as metrics_reliability
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
 from backend.results import read as results_read
@@ -682,6 +684,8 @@ def slo_unit(spec: Any, value: float | None) -> str:
         return f"{value:,.1f} % ETT"
     if spec.indicator == "duration_percentile":
         return f"{value:,.0f} s p{spec.percentile:g}"
+    if spec.indicator == "lemon_nodes":
+        return f"lemon score {value:,.1f}"
     return f"{value:,.2f} failures/job"
 
 
@@ -778,3 +782,18 @@ def model_bounds(model: str, samples: int = 0) -> list[dict[str, Any]]:
     """The bounds in force for a model (GET /api/v1/live/bounds): value, source, samples."""
     with read_session() as s:
         return live_service.bounds_of(s, current().settings, model, samples=samples)
+
+
+def nodes_view(filters: Filters) -> dict[str, Any]:
+    """Every host over the filters' dates, lemons first (backend.metrics.nodes; /fleet/nodes)."""
+    with read_session() as s:
+        return metrics_nodes.nodes(db_session=s, start=filters.start_ts, end=filters.end_ts)
+
+
+def mttf_by_size(filters: Filters) -> list[dict[str, Any]]:
+    """MTTF per GPU-count bucket over the filters' dates (backend.metrics.reliability)."""
+    with read_session() as s:
+        answer = metrics_reliability.mttf_by_size(
+            db_session=s, start=filters.start_ts, end=filters.end_ts
+        )
+    return answer["buckets"]

@@ -1030,3 +1030,51 @@ def live_gpus(gpus_by_state: dict[str, int]) -> go.Figure:
     fig = _layout(fig, "GPUs by live state, now", height=320, showlegend=False)
     fig.layout.margin = {"l": 110, "r": 40, "t": 50, "b": 50}
     return fig
+
+
+def node_failure_rates(rows: Sequence[Mapping[str, object]], *, top_n: int = 30) -> go.Figure:
+    """Unplanned failures per node-day of the hosts that fail most, lemon nodes in red.
+
+    Rows: the /fleet/nodes answer's `nodes`; each bar's customdata is its host.
+    """
+    rated = [r for r in rows if r.get("failures_per_node_day")]
+    if not rated:
+        return empty_figure("No host had an unplanned failure in this range.")
+    top = sorted(rated, key=lambda r: -float(r["failures_per_node_day"]))[:top_n]  # type: ignore[arg-type]
+    fig = go.Figure(
+        go.Bar(
+            x=[r["host"] for r in top],
+            y=[r["failures_per_node_day"] for r in top],
+            marker_color=[BAD_COLOR if r.get("lemon") else OTHER_COLOR for r in top],
+            customdata=[[r["host"], r["unplanned_failures"], r["exposure_node_days"]] for r in top],
+            hovertemplate="%{x}<br>%{y:.3f} failures / node-day<br>%{customdata[1]} failures in "
+            "%{customdata[2]:.1f} node-days<extra></extra>",
+        )
+    )
+    return _layout(
+        fig,
+        f"Unplanned failures per node-day, top {len(top)} hosts (lemon nodes in red)",
+        yaxis={"title": "failures / node-day"},
+    )
+
+
+def mttf_by_size(buckets: Sequence[Mapping[str, object]]) -> go.Figure:
+    """MTTF (effective training hours per unplanned failure) per GPU-count bucket, log scale."""
+    shown = [b for b in buckets if b.get("mttf_h")]
+    if not shown:
+        return empty_figure("No unplanned failure in this range: MTTF is unbounded.")
+    fig = go.Figure(
+        go.Bar(
+            x=[f"{b['gpus']} GPUs" for b in shown],
+            y=[b["mttf_h"] for b in shown],
+            marker_color=OTHER_COLOR,
+            customdata=[[b["unplanned_failures"], b["effective_h"], b["jobs"]] for b in shown],
+            hovertemplate="%{x}<br>MTTF %{y:.1f} h<br>%{customdata[0]} unplanned failures in "
+            "%{customdata[1]:.0f} effective hours (%{customdata[2]} jobs)<extra></extra>",
+        )
+    )
+    return _layout(
+        fig,
+        "MTTF by job size: effective training hours per unplanned failure",
+        yaxis={"title": "hours", "type": "log"},
+    )

@@ -22,6 +22,7 @@ from backend.ett.catalogue import (
     FAILURE_DOMAINS,
     FAILURE_KINDS,
     JOB_STATUSES,
+    MAX_HOSTS,
 )
 from backend.text import text_problem
 from backend.timefmt import MAX_EPOCH_S, parse_time
@@ -86,6 +87,7 @@ Labels = Annotated[
     Field(max_length=64),
 ]
 Model = Annotated[str, Field(strict=True, min_length=1, max_length=256)]
+HostName = Annotated[str, Field(strict=True, min_length=1, max_length=256)]
 # Who a failure or attempt_ended speaks for: the attempt it names (the default), or the whole
 # allocation that attempt began (a scheduler that does not see in-place restarts inside it).
 Scope = Literal["attempt", "allocation"]
@@ -125,6 +127,10 @@ class AttemptStarted(_AttemptEvent):
     ts: Time
     gpus: NotRequired[Gpus]
     host: NotRequired[Annotated[str, Field(strict=True, max_length=256)]]
+    # Every host of the attempt (docs/PROTOCOL.md "Hosts"): at most MAX_HOSTS; a sender with more
+    # sends the first MAX_HOSTS in sorted order and the full count in hosts_total.
+    hosts: NotRequired[Annotated[list[HostName], Field(max_length=MAX_HOSTS)]]
+    hosts_total: NotRequired[Annotated[int, Field(strict=True, ge=1, le=10_000_000)]]
     # An in-place restart: the previous attempt's capacity was never released (torchrun).
     in_place: NotRequired[Annotated[bool, Field(strict=True)]]
 
@@ -179,6 +185,8 @@ class Failure(_AttemptEvent):
 class Heartbeat(_AttemptEvent):
     type: Literal["heartbeat"]
     ts: Time
+    # The host the sender runs on: each host's first process names it once per attempt.
+    host: NotRequired[HostName]
 
 
 class AttemptEnded(_AttemptEvent):

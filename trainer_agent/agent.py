@@ -83,6 +83,22 @@ def detect_rank(environ: dict[str, str] | None = None) -> int:
     return _env_int(environ, ("RANK", "SLURM_PROCID"))
 
 
+def detect_local_rank(environ: dict[str, str] | None = None) -> int | None:
+    """The rank of this process on its host: LOCAL_RANK (torchrun), else SLURM_LOCALID, else None."""
+    env = os.environ if environ is None else environ
+    for name in ("LOCAL_RANK", "SLURM_LOCALID"):
+        value = env.get(name, "").strip()
+        if value.isascii() and value.isdigit():
+            return int(value)
+    return None
+
+
+def detect_host(environ: dict[str, str] | None = None) -> str:
+    """The name of the host this process runs on: ETT_HOST, else the system's host name."""
+    env = os.environ if environ is None else environ
+    return env.get("ETT_HOST", "").strip()[:256] or socket.gethostname()[:256]
+
+
 JOB_OWNERS = ("trainer", "scheduler")
 
 
@@ -422,9 +438,13 @@ class Agent:
                 "attempt_started",
                 ts=process_start or started_at,
                 gpus=gpus,
-                host=host or socket.gethostname(),
+                host=host or detect_host(),
                 in_place=True if self.in_place else None,
             )
+        elif self.rank > 0 and detect_local_rank() == 0:
+            # The first process of every other host names its host, once per attempt
+            # (docs/PROTOCOL.md "Hosts"); rank 0's attempt_started names its own.
+            self._emit("heartbeat", ts=started_at, host=host or detect_host())
         if process_start is not None and self.report_attempt:
             # Interpreter start and imports, up to this agent: trainer_init, not hardware_setup.
             self._emit(

@@ -27,6 +27,9 @@ HEARTBEAT_S = SERVER_HEARTBEAT_TIMEOUT_S / 5
 # "Attempt numbers"). A scheduler's requeue starts a new allocation (0, 1000, 2000, ...); a
 # torchrun group restart on the same allocation is the next number (0, 1, 2, ...).
 ALLOCATION_STRIDE = 1000
+# The most hosts one attempt_started names (docs/PROTOCOL.md "Hosts"): past it the sender keeps
+# the first MAX_HOSTS in sorted order and says how many there were in hosts_total.
+MAX_HOSTS = 1024
 
 Event = dict[str, Any]
 
@@ -87,3 +90,12 @@ def job_ended(job_id: str, ts: float, status: str) -> Event:
     if status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {JOB_STATUSES}, got {status!r}")
     return make_event(job_id, "job_ended", None, ts=ts, status=status)
+
+
+def host_list(hosts: list[str] | tuple[str, ...]) -> tuple[list[str], int | None]:
+    """(hosts, hosts_total) as attempt_started carries them: distinct, sorted, cut to MAX_HOSTS
+    (hosts_total is the full count when it was cut, else None)."""
+    distinct = sorted({h.strip()[:256] for h in hosts if isinstance(h, str) and h.strip()})
+    if len(distinct) <= MAX_HOSTS:
+        return distinct, None
+    return distinct[:MAX_HOSTS], len(distinct)

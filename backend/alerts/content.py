@@ -23,6 +23,7 @@ INDICATOR_WORDS = {
     "live_crash_loop": "crash looping",
     "live_restart_storm": "restart storm",
     "live_silent": "silent",
+    "lemon_nodes": "lemon-node score (-log10 of the adjusted Poisson tail)",
 }
 
 
@@ -65,7 +66,7 @@ def alert_labels(
     elif slo.model:
         labels["model"] = slo.model
     if ev is not None and ev.key:
-        labels["job_id"] = ev.key
+        labels["host" if slo.per_host else "job_id"] = ev.key
     return labels
 
 
@@ -253,6 +254,58 @@ def build_live_message(
     )
 
 
+def build_host_message(
+    slo: SloSpec,
+    evaluation: Evaluation,
+    *,
+    status: Literal["firing", "resolved"],
+    since: float,
+    ended_at: float | None,
+    public_url: str,
+) -> AlertMessage:
+    """Render one notice of a per-host indicator: the host became a lemon, or is one no longer."""
+    ev = evaluation
+    x = ev.extra
+    host = inline(ev.key or "")
+    labels = alert_labels(slo, None, ev)
+    facts = (
+        f"{x.get('unplanned_failures')} unplanned failures in "
+        f"{float(x.get('exposure_node_days') or 0.0):.1f} node-days, "
+        f"{float(x.get('expected_failures') or 0.0):.2f} expected at the fleet's rate "
+        f"(q = {float(x.get('q_value') or 1.0):.2g}) over the last {format_duration(slo.window_s)}."
+    )
+    if status == "firing":
+        title = f"{slo.owner}: host {host} is a lemon node (score {format_value(slo, ev.value)})"
+        lines = [facts, f"A lemon since {rfc3339(since)}."]
+    else:
+        title = f"{slo.owner}: host {host} is no longer a lemon node"
+        lines = [facts, f"A lemon from {rfc3339(since)} to {rfc3339(ended_at or since)}."]
+    link = f"{public_url.rstrip('/')}/nodes?{urlencode({'start': _day(since - slo.window_s)})}"
+    lines.append(f"Dashboard: {link}")
+    annotations = {
+        "summary": title,
+        "description": "\n".join(lines),
+        "value": format_value(slo, ev.value),
+        "objective": describe_objective(slo),
+        "window": format_duration(slo.window_s),
+        "since": rfc3339(since) or "",
+        "dashboard": link,
+    }
+    if slo.runbook_url:
+        annotations["runbook_url"] = slo.runbook_url
+    return AlertMessage(
+        fingerprint=fingerprint(slo.name, labels["owner"], None, ev.key),
+        status=status,
+        labels=labels,
+        annotations=annotations,
+        starts_at=since,
+        ends_at=ended_at if status == "resolved" else None,
+        generator_url=link,
+        title=title,
+        text="\n".join(lines[:-1]),
+    )
+
+
 def build_message(
     slo: SloSpec,
     evaluation: Evaluation,
@@ -269,6 +322,10 @@ def build_message(
         )
     model = evaluation.model
     labels = alert_labels(slo, model)
+    if slo.per_host:
+        return build_host_message(
+            slo, evaluation, status=status, since=since, ended_at=ended_at, public_url=public_url
+        )
     # Names come from ingest (any token) and go into lines of text: one line each, no tricks.
     scope = (
         f" for model {inline(model)}"

@@ -142,7 +142,7 @@ def _step(
         objective=slo.objective if slo is not None else state.objective,
         version=seen_version + 1,
     )
-    if slo is not None and slo.is_live:
+    if slo is not None and (slo.is_live or slo.per_host):
         # A live instance keeps its job, owner and phase; the SLO's severity may change.
         new["labels"] = (
             alert_labels(slo, state.model, ev) if ev is not None else dict(state.labels or {})

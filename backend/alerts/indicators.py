@@ -22,7 +22,7 @@ from backend.ett.models import JobInterval, JobResult
 from backend.ett.partition import EFFECTIVE
 from backend.fleet.models import FleetFailure
 from backend.jobs.models import Attempt, Job
-from backend.metrics import window
+from backend.metrics import nodes, window
 from backend.metrics.core import gpu_h
 
 TOP_N = 5
@@ -46,6 +46,8 @@ def measure(
         out = _failures_per_job(db_session, slo, t0, t1)
     elif slo.indicator == "no_progress_s":
         return _no_progress(db_session, slo, t0, t1)
+    elif slo.indicator == "lemon_nodes":
+        return _lemon_nodes(db_session, slo, t0, t1)
     elif slo.indicator in LIVE_INDICATORS:
         raise ValueError(f"{slo.indicator} is measured by the live pass (backend/alerts/live.py)")
     else:
@@ -337,6 +339,39 @@ def _failures_per_job(db_session: Session, slo: SloSpec, t0: float, t1: float) -
                     {"job_id": j[0], "model": j[1], "value": float(counts[j[0]])}
                     for j in worst[:TOP_N]
                 ],
+            )
+        )
+    return out
+
+
+# ---- lemon nodes ---------------------------------------------------------------------------------
+
+
+def _lemon_nodes(db_session: Session, slo: SloSpec, t0: float, t1: float) -> list[Evaluation]:
+    """One evaluation per host whose lemon score is at least half the objective (so a lemon's
+    alert resolves only once its score is back under the objective by the hysteresis, and a
+    host near the threshold does not page again and again); the value is the score."""
+    answer = nodes.nodes(db_session=db_session, start=t0, end=t1)
+    out = []
+    for row in answer["nodes"]:
+        score = row["lemon_score"]
+        if score is None or score < slo.objective / 2:
+            continue
+        out.append(
+            Evaluation(
+                value=score,
+                jobs=row["jobs"],
+                key=row["host"],
+                extra={
+                    k: row[k]
+                    for k in (
+                        "unplanned_failures",
+                        "exposure_node_days",
+                        "expected_failures",
+                        "q_value",
+                        "ttr_lost_gpu_h",
+                    )
+                },
             )
         )
     return out

@@ -26,6 +26,7 @@ Indicator = Literal[
     "live_crash_loop",
     "live_restart_storm",
     "live_silent",
+    "lemon_nodes",
 ]
 # Indicators over the live states of open jobs (backend/live): one alert per job, evaluated by
 # the fast live pass (backend/alerts/live.py), not the periodic evaluator.
@@ -39,6 +40,9 @@ LIVE_INDICATORS: dict[str, str] = {
 VOLUME_INDICATORS = frozenset(
     {"gpu_time_share", "duration_percentile", "failures_per_job", "ett_floor"}
 )
+# Indicators with one alert instance per host (Evaluation.key, label `host`), measured by the
+# periodic evaluator: a host pages once when it becomes a lemon (docs/ALERTS.md).
+HOST_INDICATORS = frozenset({"lemon_nodes"})
 # The live detectors' own component, for the labels of their alerts when the SLO names none.
 ANY_COMPONENT = "any"
 Severity = Literal["info", "warning", "critical"]
@@ -117,6 +121,11 @@ class SloSpec(BaseModel):
         if self.indicator == "gpu_time_share" and not 0 <= self.objective <= 100:
             raise ValueError("a share of wall GPU-time is a percentage between 0 and 100")
         return self
+
+    @property
+    def per_host(self) -> bool:
+        """True for the per-host indicators (one alert per host: lemon_nodes)."""
+        return self.indicator in HOST_INDICATORS
 
     @property
     def is_live(self) -> bool:

@@ -6,6 +6,7 @@ rounded to the millisecond), a form the wire protocol accepts as is.
 
 from __future__ import annotations
 
+import random
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -282,6 +283,35 @@ class _Loop:
         return t
 
 
+# The demo fleet's hosts: DEMO_NODES nodes of GPUS_PER_NODE GPUs; two of them are lemons.
+DEMO_NODES = 256
+GPUS_PER_NODE = 8
+LEMON_HOSTS: tuple[str, ...] = ("gpu-node-017", "gpu-node-142")
+# The share of attempts ending in an unplanned failure that ran on a lemon node.
+LEMON_SHARE = 0.6
+_PLANNED = frozenset({"preemption", "induced"})
+
+
+def host_name(i: int) -> str:
+    """The demo's name of node i."""
+    return f"gpu-node-{i:03d}"
+
+
+def attempt_hosts(plan: JobPlan, attempt: int, ends_in: str | None) -> list[str]:
+    """Where an attempt runs: ceil(gpus / 8) nodes drawn from the job id and attempt (the same
+    every run); an attempt that ends in an unplanned failure ran on a lemon node LEMON_SHARE of
+    the time, so the two lemons fail far more often than their exposure explains."""
+    rng = random.Random(zlib.crc32(f"{plan.job_id}/{attempt}".encode()))
+    n = min(DEMO_NODES, max(1, -(-plan.gpus // GPUS_PER_NODE)))
+    lemons = {int(h.rsplit("-", 1)[1]) for h in LEMON_HOSTS}
+    picked = rng.sample(range(DEMO_NODES), n)
+    if ends_in is not None and ends_in not in _PLANNED and rng.random() < LEMON_SHARE:
+        lemon = sorted(lemons)[rng.randrange(len(lemons))]
+        if lemon not in picked:
+            picked[0] = lemon
+    return sorted(host_name(i) for i in picked)
+
+
 def job_events(plan: JobPlan) -> list[Event]:
     """The complete event stream of a job that runs to its end, in emission order."""
     em = _Emitter(plan.job_id)
@@ -305,7 +335,8 @@ def job_events(plan: JobPlan) -> list[Event]:
     while True:
         su = plan.startups[min(attempt, len(plan.startups) - 1)]
         t += su.queue_s
-        em.add("attempt_started", attempt, ts=t, gpus=plan.gpus, host=f"{plan.job_id}-a{attempt}")
+        hosts = attempt_hosts(plan, attempt, pending[0].kind if pending else None)
+        em.add("attempt_started", attempt, ts=t, gpus=plan.gpus, host=hosts[0], hosts=hosts)
         t = _startup(em, attempt, t, su, restore=attempt > 0)
         if not pending:
             break

@@ -212,6 +212,11 @@ JOB_STATUSES: tuple[str, ...] = tuple(JOB_ENDS)
 # (trainer_agent/events.py; tests/trainer_agent/test_agent_constants.py checks they agree).
 ALLOCATION_STRIDE = 1000
 
+# The most hosts one attempt names (attempt_started.hosts; docs/PROTOCOL.md "Hosts"): a sender
+# with more sends the first MAX_HOSTS in sorted order and hosts_total; the engine keeps at most
+# this many per attempt. The agent keeps a copy (trainer_agent/events.py).
+MAX_HOSTS = 1024
+
 
 def attempt_label(attempt: object, in_place: bool = False) -> str | None:
     """An attempt number in words under that scheme ("requeue 1, in-place restart 1" for

@@ -55,6 +55,9 @@ class AttemptSummary:
     gpus: int | None
     # An in-place restart (attempt_started.in_place); in the stored result, not the attempts table.
     in_place: bool = False
+    # Its hosts (at most catalogue.MAX_HOSTS; the attempt_hosts table) and how many there were.
+    hosts: list[str] = field(default_factory=list)
+    hosts_total: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape (times as epoch seconds): the attempts table's row."""
@@ -65,6 +68,7 @@ class AttemptSummary:
             "reason": self.reason,
             "host": self.host,
             "gpus": self.gpus,
+            "hosts_total": self.hosts_total or None,
         }
 
 
@@ -168,6 +172,8 @@ class JobETT:
                     "started_at": fmt(a.started_at),
                     "ended_at": None if a.ended_at is None else fmt(a.ended_at),
                     "in_place": a.in_place,
+                    "hosts": list(a.hosts),
+                    "hosts_total": a.hosts_total,
                     "label": attempt_label(a.attempt, a.in_place),
                 }
                 for a in self.attempts
@@ -202,6 +208,8 @@ def _summaries(attempts: list[AttemptInfo]) -> list[AttemptSummary]:
             host=a.host,
             gpus=a.gpus,
             in_place=a.in_place,
+            hosts=a.hosts,
+            hosts_total=a.hosts_total,
         )
         for a in sorted(attempts, key=lambda x: x.attempt)
     ]

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from backend.db import insert_for
 from backend.ett.engine import JobETT
 from backend.ett.models import JobInterval, JobResult
-from backend.jobs.models import Attempt, Job, Model
+from backend.jobs.models import Attempt, AttemptHost, Job, Model
 
 _INSERT_CHUNK = 5_000
 
@@ -33,10 +33,45 @@ def _chunks(rows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
         yield rows[i : i + _INSERT_CHUNK]
 
 
+def host_rows(job_id: str, result: JobETT) -> list[dict[str, Any]]:
+    """The attempt_hosts rows of a job's answer: one per (attempt, host), with the attempt's
+    span, GPUs and the failures of that attempt (count, first kind and cause, TTR GPU-seconds)."""
+    by_attempt: dict[int, list[Any]] = {}
+    for f in result.l1.failures:
+        by_attempt.setdefault(f.attempt, []).append(f)
+    rows: list[dict[str, Any]] = []
+    for a in result.attempts:
+        if not a.hosts:
+            continue
+        gpus = a.gpus or result.gpus or 1
+        fails = sorted(by_attempt.get(a.attempt, []), key=lambda f: f.ts)
+        first = fails[0] if fails else None
+        ended = a.ended_at if a.ended_at is not None else result.ended_at
+        base = {
+            "job_id": job_id,
+            "attempt": a.attempt,
+            "model": result.model,
+            "started_at": a.started_at,
+            "ended_at": max(ended, a.started_at),
+            "gpus": gpus,
+            "failures": len(fails),
+            "failure_ts": None if first is None else first.ts,
+            "failure_kind": None if first is None else first.kind[:16],
+            # A failure's cause, where the engine gives one (issue 27 item 1); else its kind.
+            "failure_cause": None
+            if first is None
+            else str(getattr(first, "cause", None) or first.kind)[:64],
+            "ttr_gpu_s": sum(max(0.0, f.ttr_s) for f in fails) * gpus,
+        }
+        rows.extend({**base, "host": h[:256]} for h in a.hosts)
+    return rows
+
+
 def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     """Replace the job's job_results, job_intervals and attempts rows and its derived fields."""
     db_session.execute(delete(JobInterval).where(JobInterval.job_id == job_id))
     db_session.execute(delete(JobResult).where(JobResult.job_id == job_id))
+    db_session.execute(delete(AttemptHost).where(AttemptHost.job_id == job_id))
     db_session.execute(delete(Attempt).where(Attempt.job_id == job_id))
     if result is None:
         return
@@ -80,6 +115,8 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     attempts = [{"job_id": job_id, **a.to_dict()} for a in result.attempts]
     if attempts:
         db_session.execute(insert(Attempt.__table__), attempts)
+    for chunk in _chunks(host_rows(job_id, result)):
+        db_session.execute(insert(AttemptHost.__table__), chunk)
     derived: dict[str, Any] = {
         "gpus": result.gpus,
         "labels": result.labels,

@@ -19,6 +19,7 @@ from backend.ett.catalogue import (
     FAILURE_DOMAINS,
     FAILURE_KINDS,
     JOB_ENDS,
+    MAX_HOSTS,
     JobEnd,
     failure_cause,
 )
@@ -214,6 +215,10 @@ class AttemptInfo:
     live: bool = False
     # An in-place restart (attempt_started.in_place): it holds the previous attempt's capacity.
     in_place: bool = False
+    # The hosts it ran on (attempt_started host/hosts, heartbeat host), in first-seen order, at
+    # most catalogue.MAX_HOSTS; hosts_total counts them all (a sender's hosts_total included).
+    hosts: list[str] = field(default_factory=list)
+    hosts_total: int = 0
 
 
 @dataclass(slots=True)
@@ -440,6 +445,7 @@ def build_timeline(
     add_window = windows.append
     info = AttemptInfo(attempt=-1)
     cur_a = -1
+    hosts_seen: dict[int, list[str]] = {}
 
     for eid in (k[2] for k in keyed):
         candidate = by_id[eid].get("job_id")
@@ -477,8 +483,12 @@ def build_timeline(
                 warnings.add("invalid_event", eid)
                 continue
             end = t
-        if rank == 4 or rank == 6:  # progress (done above), heartbeat
+        if rank == 4:  # progress (done above)
             pass
+        elif rank == 6:  # heartbeat: one from each host's first process names its host
+            host = ev.get("host")
+            if type(host) is str and host:
+                hosts_seen.setdefault(a, []).append(host)
         elif rank == 3 or rank == 2:  # phase, phase_started
             phase = ev.get("phase")
             if type(phase) is not str or not phase:
@@ -534,6 +544,14 @@ def build_timeline(
                 info.start, info.start_event = t, eid
                 host = ev.get("host")
                 info.host = host if type(host) is str else None
+                named = ev.get("hosts")
+                total = ev.get("hosts_total")
+                if type(total) is int and total > 0:
+                    info.hosts_total = total
+                if info.host:
+                    hosts_seen.setdefault(a, []).append(info.host)
+                if type(named) is list:
+                    hosts_seen.setdefault(a, []).extend(h for h in named if type(h) is str and h)
                 gpus = ev.get("gpus")
                 info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
             else:
@@ -556,6 +574,13 @@ def build_timeline(
             info.busy_end, info.busy_event = end, eid
         if end > times_max:
             times_max = end
+
+    for a, names in hosts_seen.items():
+        found = attempts.get(a)
+        if found is not None:
+            distinct = list(dict.fromkeys(names))
+            found.hosts = distinct[:MAX_HOSTS]
+            found.hosts_total = max(found.hosts_total, len(distinct))
 
     # -- the job's own boundaries ------------------------------------------------------------
     meta: Mapping[str, Any] = submitted or {}

@@ -64,6 +64,40 @@ class Attempt(Base):
     reason: Mapped[str | None] = mapped_column(String(16))
     host: Mapped[str | None] = mapped_column(String(256))
     gpus: Mapped[int | None] = mapped_column(Integer)
+    # How many hosts it ran on (its first MAX_HOSTS are in attempt_hosts); NULL before 0017.
+    hosts_total: Mapped[int | None] = mapped_column(Integer)
+
+
+class AttemptHost(Base):
+    """One host of one attempt, with what the attempt cost there: the Nodes page's facts.
+
+    Written with the attempt by every recompute (backend.ett.store): the attempt's span on the
+    host (its exposure), its GPUs, and the failures that ended it with their TTRs' GPU-seconds.
+    """
+
+    __tablename__ = "attempt_hosts"
+
+    job_id: Mapped[str] = mapped_column(
+        String(128), ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(256), primary_key=True)
+    model: Mapped[str | None] = mapped_column(String(256))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float] = mapped_column(Float)
+    gpus: Mapped[int] = mapped_column(Integer)
+    # The attempt's failures (Level 1): how many, the first one's time, kind and cause, and
+    # the GPU-seconds of their TTR windows at the attempt's GPUs.
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    failure_ts: Mapped[float | None] = mapped_column(Float)
+    failure_kind: Mapped[str | None] = mapped_column(String(16))
+    failure_cause: Mapped[str | None] = mapped_column(String(64))
+    ttr_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+
+    __table_args__ = (
+        Index("ix_attempt_hosts_host_started", "host", "started_at"),
+        Index("ix_attempt_hosts_started_at", "started_at"),
+    )
 
 
 class JobQuarantine(Base):

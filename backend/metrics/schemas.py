@@ -147,3 +147,52 @@ class FailuresByModel(BaseModel):
     start: str
     end: str
     models: list[ModelFailures]
+
+
+class NodeRow(BaseModel):
+    """One host over the range: its attempts, failures, exposure, TTR loss and lemon verdict."""
+
+    host: str
+    attempts: int = Field(description="attempts that ran on it in the range")
+    jobs: int
+    exposure_node_days: float = Field(description="its attempts' time on it in the range, days")
+    failures: int = Field(description="failures of its attempts in the range, planned included")
+    unplanned_failures: int
+    failures_by_cause: dict[str, int] = Field(description="failures by cause (else kind)")
+    failures_per_node_day: float | None = Field(description="unplanned failures / exposure")
+    ttr_lost_gpu_h: float = Field(description="GPU-hours in the TTRs of those failures")
+    expected_failures: float | None = Field(
+        description="unplanned failures expected at the rest of the fleet's rate (null: untested)"
+    )
+    p_value: float | None = Field(description="Poisson upper tail P(X >= failures)")
+    q_value: float | None = Field(description="Benjamini-Hochberg adjusted over hosts tested")
+    lemon_score: float | None = Field(description="-log10(q_value)")
+    lemon: bool = Field(description="q_value <= alpha: a lemon node")
+
+
+class NodesAnswer(BaseModel):
+    """GET /fleet/nodes: every host over [start, end), lemons first."""
+
+    start: str
+    end: str
+    fleet: dict[str, float | int | None]
+    test: dict[str, float | int | str]
+    nodes: list[NodeRow]
+
+
+class MttfBucket(BaseModel):
+    """One GPU-count bucket: effective training hours per unplanned failure."""
+
+    gpus: str = Field(description="the bucket, e.g. '9-32'")
+    jobs: int
+    effective_h: float
+    unplanned_failures: int
+    mttf_h: float | None = Field(description="null: no unplanned failure in the range")
+
+
+class MttfAnswer(BaseModel):
+    """GET /fleet/mttf: MTTF by job size over [start, end)."""
+
+    start: str
+    end: str
+    buckets: list[MttfBucket]

@@ -15,12 +15,14 @@ from fastapi.responses import Response
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
 from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
-from backend.metrics import fleet
+from backend.metrics import fleet, nodes, reliability
 from backend.metrics.schemas import (
     FailuresByModel,
     FailureSeries,
     FleetEtt,
     LostAnswer,
+    MttfAnswer,
+    NodesAnswer,
     Regressions,
 )
 from backend.params import (
@@ -99,6 +101,18 @@ class FleetSeries(FleetModelRange):
     def range(self, bucket: str | None = None) -> tuple[float, float]:
         """[start, end), held to the bounds of the scope's bucket."""
         return super().range(bucket or self.bucket)
+
+
+@dataclass
+class WholeDays:
+    """A range of whole UTC days [start, end), fleet-wide (no team or label filter)."""
+
+    start: Annotated[str | None, Query(description=start_help(), examples=["-30d"])] = None
+    end: Annotated[str | None, Query(description=end_help())] = None
+
+    def range(self) -> tuple[float, float]:
+        """[start, end) in epoch seconds, whole UTC days (422 otherwise)."""
+        return time_range(self.start, self.end, whole_days=True)
 
 
 def _series_csv(answer: dict[str, Any], extra: list[str], name: str) -> Response:
@@ -273,7 +287,7 @@ def failures(
     responses=CSV_JSON,
 )
 def failures_by_model(
-    _auth: ReadAccess, db_session: SessionDep, q: Annotated[FleetRange, Depends()]
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[WholeDays, Depends()]
 ) -> Any:
     """`{"start", "end", "models": [{"model", "failures", "nof_by_kind", ...}]}`."""
     lo, hi = q.range()
@@ -287,3 +301,31 @@ def failures_by_model(
     if q.format == "csv":
         return csv_response(rows, ["model", *_FAILURE_COLS], "failures-by-model.csv")
     return with_rfc3339({"start": lo, "end": hi, "models": rows})
+
+
+@router.get(
+    "/nodes",
+    summary="Per host: attempts, failures by cause, failures per node-day, TTR loss, lemon nodes",
+    response_model=NodesAnswer,
+)
+def fleet_nodes(
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[WholeDays, Depends()]
+) -> Any:
+    """`{"start", "end", "fleet", "test", "nodes": [...]}`: lemon nodes first (docs/API.md)."""
+    lo, hi = q.range()
+    return with_rfc3339(call_service(nodes.nodes, db_session=db_session, start=lo, end=hi))
+
+
+@router.get(
+    "/mttf",
+    summary="MTTF by job size: effective training hours per unplanned failure",
+    response_model=MttfAnswer,
+)
+def fleet_mttf(
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[WholeDays, Depends()]
+) -> Any:
+    """`{"start", "end", "buckets": [{"gpus", "jobs", "effective_h", "unplanned_failures", "mttf_h"}]}`."""
+    lo, hi = q.range()
+    return with_rfc3339(
+        call_service(reliability.mttf_by_size, db_session=db_session, start=lo, end=hi)
+    )

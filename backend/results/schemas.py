@@ -126,6 +126,14 @@ class AttemptRead(BaseModel):
     reason: str | None = Field(description="why it ended (attempt_ended reason, or failure)")
     host: str | None = Field(None, description="the host it ran on, when the events say")
     gpus: int | None = Field(None, description="its GPUs, when its events say (null: the job's)")
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="every host it ran on (attempt_started host and hosts, heartbeat host), at "
+        "most 1024; empty in results stored before hosts were recorded",
+    )
+    hosts_total: int | None = Field(
+        None, description="how many hosts it ran on (more than `hosts` lists past the bound)"
+    )
     in_place: bool | None = Field(
         None,
         description="an in-place restart (torchrun restarted the workers on the capacity the "

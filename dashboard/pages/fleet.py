@@ -155,6 +155,12 @@ def below(query: dict[str, Any]) -> list[Any]:
             "per failure are weighted by the jobs' GPUs.",
         ),
         section(
+            "MTTF by job size",
+            graph("fleet-mttf-graph", figures.mttf_by_size(data.mttf_by_size(filters))),
+            note="Effective training hours per unplanned failure (preemption is planned), by "
+            "the jobs' GPU count, over the range's days, fleet-wide (Kokolis et al., HPCA 2025).",
+        ),
+        section(
             "Where the GPU-hours go, by model",
             graph(
                 "fleet-top-models-graph",

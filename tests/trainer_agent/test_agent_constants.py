@@ -106,3 +106,16 @@ def test_one_table_of_job_ends_and_one_attempt_numbering() -> None:
     assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == list(statuses)
     assert agent_events.ALLOCATION_STRIDE == catalogue.ALLOCATION_STRIDE
     assert catalogue.attempt_label(agent_events.ALLOCATION_STRIDE) == "requeue 1"
+
+
+def test_one_bound_on_an_attempts_hosts() -> None:
+    assert catalogue.MAX_HOSTS == agent_events.MAX_HOSTS
+    base = {"event_id": "e", "job_id": "j", "type": "attempt_started", "attempt": 0, "ts": 1.0e9}
+    names = [f"n{i}" for i in range(catalogue.MAX_HOSTS + 1)]
+    assert validate_event({**base, "hosts": names[:-1]})["hosts"] == names[:-1]
+    try:
+        validate_event({**base, "hosts": names})
+    except ValueError as err:
+        assert "hosts" in str(err) and str(catalogue.MAX_HOSTS) in str(err), err
+    else:
+        raise AssertionError("a list over MAX_HOSTS was accepted")

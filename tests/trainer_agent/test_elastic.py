@@ -134,3 +134,78 @@ def test_attempt_numbering_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert elastic.restart_in_allocation(5, 3, 0, allocated=False) == 5
     assert elastic.restart_in_allocation(None, None, 2, allocated=True) == 2
     assert elastic.restart_in_allocation(5000, 0, 9, allocated=False) == 999
+
+
+HOST_WORKER = textwrap.dedent(
+    """
+    import trainer_agent
+    agent = trainer_agent.init(model="hosts-test", gpus=2, heartbeat_s=0)
+    for i in range(1, 3):
+        agent.step(i)
+    assert agent.flush(10)
+    """
+)
+
+
+def _torchrun(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer_agent.elastic", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_each_host_of_a_torchrun_is_named_once(tmp_path: Path) -> None:
+    """Two workers on one host name it once; two nodes of one rendezvous name both hosts."""
+    pytest.importorskip("torch")
+    import socket
+
+    from tests.trainer_agent.live_server import free_port
+
+    (tmp_path / "worker.py").write_text(HOST_WORKER)
+    server = FakeIngest()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ETT_", "TORCHELASTIC_"))}
+    base.update(
+        PYTHONPATH=str(REPO),
+        ETT_ENDPOINT=server.url,
+        ETT_TOKEN="secret",
+        ETT_SPOOL_DIR=str(tmp_path / "spool"),
+    )
+    worker = str(tmp_path / "worker.py")
+    try:
+        one = _torchrun(
+            ["--standalone", "--nproc-per-node", "2", worker], {**base, "ETT_JOB_ID": "hosts-1"}
+        )
+        _, err = one.communicate(timeout=240)
+        assert one.returncode == 0, err[-4000:]
+        port = free_port()
+        rdzv = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+        rdzv += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "hosts-2", worker]
+        nodes = [
+            _torchrun(rdzv, {**base, "ETT_JOB_ID": "hosts-2", "ETT_HOST": name})
+            for name in ("node-a", "node-b")
+        ]
+        for node in nodes:
+            _, err = node.communicate(timeout=240)
+            assert node.returncode == 0, err[-4000:]
+        events = list(server.events.values())
+        for job_id, want in (("hosts-1", [socket.gethostname()]), ("hosts-2", None)):
+            mine = [e for e in events if e["job_id"] == job_id]
+            naming = [e for e in mine if e.get("host")]
+            result = compute_job(mine, now=time.time())
+            (attempt,) = result.attempts
+            hosts = want or ["node-a", "node-b"]
+            # Each host is named by exactly one event: rank 0's attempt_started, the other
+            # host's first process a heartbeat.
+            assert sorted(e["host"] for e in naming) == sorted(hosts), naming
+            assert sorted(attempt.hosts) == sorted(hosts) and attempt.hosts_total == len(hosts)
+        assert sorted(e["type"] for e in events if e["job_id"] == "hosts-2" and e.get("host")) == [
+            "attempt_started",
+            "heartbeat",
+        ]
+    finally:
+        server.close()

@@ -143,6 +143,8 @@ def test_job_that_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) 
     assert parse_time(attempt["started_at"]) == start
     assert parse_time(attempt["ended_at"]) == end
     assert attempt["reason"] == "completed" and attempt["gpus"] == 2
+    # SLURM_JOB_NODELIST expanded: the allocation's one node.
+    assert attempt["hosts"] == [slurm.node] and attempt["hosts_total"] == 1, hook_log(hooks)
     assert got["l1"]["nof"] == 0
     assert got["e2e_s"] == pytest.approx(end - submit)
     assert got["components"].get("scheduling", 0.0) == pytest.approx(start - submit)
@@ -152,6 +154,17 @@ def test_job_that_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) 
     assert f"ETT_JOB_ID={ett_id(slurm, job)}" in exported, hook_log(hooks)
     assert "ETT_JOB_OWNER=scheduler" in exported
     assert "ETT_ATTEMPT_BASE=0" in exported
+
+
+@pytest.mark.parametrize(
+    "nodelist", ["gpu[01-03,07]", "a1,b[2-3],c", "rack[1-2]-n[1-2]", "n[098-101]", "x[1,1,2],x1"]
+)
+def test_the_expander_agrees_with_scontrol(slurm: SlurmCluster, nodelist: str) -> None:
+    from trainer_agent.slurm.hostlist import expand
+
+    assert expand(nodelist) == list(
+        dict.fromkeys(slurm.scontrol("show", "hostnames", nodelist).split())
+    )
 
 
 def test_job_requeued_then_completes(slurm: SlurmCluster, hooks: Path, live: LiveServer) -> None:

@@ -311,10 +311,26 @@ def submitted_event(ett_id: str, submit_time: float, meta: JobMeta) -> ev.Event:
     return event
 
 
-def started_event(ett_id: str, attempt: int, start_time: float, gpus: int, host: str) -> ev.Event:
-    """attempt_started at SLURM's StartTime of this attempt."""
+def started_event(
+    ett_id: str,
+    attempt: int,
+    start_time: float,
+    gpus: int,
+    host: str,
+    hosts: list[str] | None = None,
+) -> ev.Event:
+    """attempt_started at SLURM's StartTime of this attempt, with its allocation's hosts
+    (SLURM_JOB_NODELIST expanded; the first MAX_HOSTS sorted, and hosts_total past them)."""
+    names, total = ev.host_list(hosts or [])
     event = ev.make_event(
-        ett_id, "attempt_started", attempt, ts=float(start_time), gpus=gpus, host=host or None
+        ett_id,
+        "attempt_started",
+        attempt,
+        ts=float(start_time),
+        gpus=gpus,
+        host=host[:256] or None,
+        hosts=names or None,
+        hosts_total=total,
     )
     event["event_id"] = event_id(ett_id, f"a{attempt}-started")
     return event

@@ -21,7 +21,7 @@ from typing import Any
 
 from trainer_agent import events as ev
 from trainer_agent.sender import Sender
-from trainer_agent.slurm import convert
+from trainer_agent.slurm import convert, hostlist
 from trainer_agent.spool import Spool, job_spool_dir
 from trainer_agent.transport import HttpTransport
 
@@ -51,11 +51,21 @@ class Settings:
     job_id_template: str = convert.DEFAULT_JOB_ID_TEMPLATE
     cluster: str = ""
     squeue: str = "squeue"
+    # SLURM's host-list expander; "" is scontrol beside squeue (trainer_agent/slurm/hostlist.py).
+    scontrol: str = ""
     spool_max_bytes: int = 64 * 1024 * 1024
     # What the site trusts (docs/SLURM.md "What a job's comment may say").
     owner_map: str = ""
     allowed_owners: str = ""
     max_gpus_per_node: int = convert.DEFAULT_MAX_GPUS_PER_NODE
+
+    @property
+    def scontrol_path(self) -> str:
+        """scontrol: as set, else the one beside squeue (a cluster's own SLURM prefix)."""
+        if self.scontrol:
+            return self.scontrol
+        squeue = Path(self.squeue)
+        return str(squeue.with_name("scontrol")) if squeue.parent != Path(".") else "scontrol"
 
     @property
     def policy(self) -> convert.TrustPolicy:
@@ -103,6 +113,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         job_id_template=env.get("ETT_SLURM_JOB_ID_TEMPLATE") or convert.DEFAULT_JOB_ID_TEMPLATE,
         cluster=env.get("ETT_SLURM_CLUSTER", ""),
         squeue=env.get("ETT_SLURM_SQUEUE") or "squeue",
+        scontrol=env.get("ETT_SLURM_SCONTROL") or "",
         spool_max_bytes=int(_env_number(env, "ETT_SPOOL_MAX_BYTES", 64 * 1024 * 1024)),
         owner_map=env.get("ETT_SLURM_OWNER_MAP", ""),
         allowed_owners=env.get("ETT_SLURM_ALLOWED_OWNERS", ""),
@@ -259,9 +270,11 @@ def prolog_slurmctld(environ: Mapping[str, str], settings: Settings) -> list[ev.
     if start is None or start > time.time() + 60:
         start = time.time()
         log.warning("ett-slurm: job %s has no StartTime; using the prolog's clock", slurm_id)
-    host = str(job.get("batch_host") or job.get("nodes") or environ.get("SLURM_JOB_NODELIST") or "")
+    nodelist = str(job.get("nodes") or environ.get("SLURM_JOB_NODELIST") or "")
+    hosts = hostlist.hostnames(nodelist, settings.scontrol_path)
+    host = str(job.get("batch_host") or (hosts[0] if hosts else nodelist))
     number = convert.allocation_attempt(attempt)
-    out.append(convert.started_event(ett_id, number, start, meta.gpus, host))
+    out.append(convert.started_event(ett_id, number, start, meta.gpus, host, hosts))
     attempts = dict(state.get("attempts") or {})
     attempts[str(attempt)] = start
     save_state(

@@ -133,4 +133,5 @@ def test_shipped_slos_cover_the_paper_components() -> None:
         "live_crash_loop",
         "live_restart_storm",
         "live_silent",
+        "lemon_nodes",
     }
