@@ -25,6 +25,7 @@ ALPHA = 0.05
 SCORE_THRESHOLD = -math.log10(ALPHA)
 MAX_SCORE = 30.0
 
+
 def is_planned(kind: str | None, cause: str | None = None) -> bool:
     """Whether a failure was planned (preemption, maintenance, a person's cancel): the
     catalogue's rule, by cause where it is known, else by kind."""
