@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -104,7 +105,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def load_baseline_engine(rev: str, into: Path) -> Callable[..., Any]:
     """The engine as it was at git revision `rev`, imported as a separate package."""
-    pkg = into / f"ett_baseline_{rev}"
+    pkg = into / ("ett_baseline_" + re.sub(r"\W", "_", rev))
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
     present = subprocess.run(
