@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from backend.ett.catalogue import FAILURE_KINDS, JOB_ENDS, JobEnd
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
@@ -369,42 +367,9 @@ def _dedupe_and_sort(
                 set_aside[eid] = k
     for eid, code in set_aside.items():
         warnings.add(code, eid)
-    return _sorted(keyed), by_id
-
-
-# Below this many events the list's own sort is as fast as the array's.
-_ARRAY_SORT_MIN = 4096
-
-
-def _sorted(keyed: list[Keyed]) -> list[Keyed]:
-    """`keyed` in (time, type rank, event_id) order, exactly as sorting the tuples orders it.
-
-    A large job is ordered by its times as one float array (a stable argsort), then each run of
-    equal times by (rank, event_id): comparing a million tuples scattered in memory costs several
-    times more per event than comparing ten thousand. event_ids are unique here, so tuple order
-    never reaches the payloads themselves.
-    """
-    n = len(keyed)
-    if n < _ARRAY_SORT_MIN:
-        keyed.sort()
-        return keyed
-    times = np.fromiter((k[0] for k in keyed), dtype=np.float64, count=n)
-    if np.count_nonzero(times[1:] < times[:-1]) < n // 64:
-        # Mostly in time order already (events read back in arrival order): the list's own
-        # sort merges the few runs in about one pass, faster than rebuilding the list.
-        keyed.sort()
-        return keyed
-    order = np.argsort(times, kind="stable")
-    st = times[order]
-    out = [keyed[i] for i in order.tolist()]
-    ties = np.flatnonzero(st[1:] == st[:-1])
-    if ties.size:
-        # runs of equal times: [first, last] index pairs in the sorted order
-        starts = ties[np.r_[True, ties[1:] != ties[:-1] + 1]]
-        ends = ties[np.r_[ties[1:] != ties[:-1] + 1, True]] + 2
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            out[a:b] = sorted(out[a:b])
-    return out
+    # event_ids are unique here, so tuple order never reaches the payloads themselves
+    keyed.sort()
+    return keyed, by_id
 
 
 def _clipping_warnings(
