@@ -2,19 +2,26 @@
 
 Runs a real uvicorn server on 127.0.0.1 (recompute and alert workers off, so ingest alone is
 measured), posts N events over HTTP, then COPYs the same normalized rows into the same table.
-Interleaves rounds of each and prints the medians and their ratio (the target: >= 20,000 events/s and >= 1/3 of COPY).
+Interleaves rounds of each and prints the medians and their ratio (the target: >= 20,000
+events/s and >= 1/2 of COPY). `--baseline REV` runs the same rounds, interleaved, against the
+code and schema of git revision REV too (default 56ffcb2, the last commit before migration 0011
+partitioned raw_events), in its own scratch database.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -22,11 +29,15 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from backend.events.retention import month_of  # noqa: E402
 from backend.events.store import event_time  # noqa: E402
-from benchmarks._pg import scratch_postgres  # noqa: E402
+from benchmarks._pg import PG_ADMIN_URL, _admin, scratch_postgres  # noqa: E402
 from ingest.schema import validate_event  # noqa: E402
 
 T0 = 1_777_000_000.0
+REPO = Path(__file__).resolve().parents[1]
+# The last commit before migration 0011 (raw_events partitioned by job_month).
+BEFORE_PARTITIONS = "56ffcb2"
 
 
 def make_events(n: int, jobs: int = 200, tag: str = "") -> list[dict]:
@@ -83,14 +94,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(url: str) -> tuple[subprocess.Popen, str, str]:
+def _ett(tree: Path | None) -> tuple[list[str], dict[str, str], Path | None]:
+    """The `ett` command of this tree, or of an exported tree (run from it, on this venv)."""
+    if tree is None:
+        return [str(Path(sys.executable).with_name("ett"))], {}, None
+    return [sys.executable, "-m", "backend.cli"], {"PYTHONPATH": str(tree)}, tree
+
+
+def start_server(url: str, tree: Path | None = None) -> tuple[subprocess.Popen, str, str]:
     """A real `ett serve` (workers off) on a free port, its base URL and an ingest token."""
-    env = {**os.environ, "ETT_DATABASE_URL": url, "ETT_LOG_LEVEL": "warning"}
-    ett = str(Path(sys.executable).with_name("ett"))
+    ett, extra, cwd = _ett(tree)
+    env = {**os.environ, "ETT_DATABASE_URL": url, "ETT_LOG_LEVEL": "warning", **extra}
     token = (
         subprocess.run(
-            [ett, "token", "create", "--name", "bench", "--scope", "ingest"],
+            [*ett, "token", "create", "--name", "bench", "--scope", "ingest"],
             env=env,
+            cwd=cwd,
             check=True,
             capture_output=True,
             text=True,
@@ -100,8 +119,9 @@ def start_server(url: str) -> tuple[subprocess.Popen, str, str]:
     )
     port = free_port()
     server = subprocess.Popen(
-        [ett, "serve", "--host", "127.0.0.1", "--port", str(port), "--no-workers"],
+        [*ett, "serve", "--host", "127.0.0.1", "--port", str(port), "--no-workers"],
         env=env,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -112,7 +132,39 @@ def start_server(url: str) -> tuple[subprocess.Popen, str, str]:
                 break
         except httpx.HTTPError:
             time.sleep(0.2)
+    else:
+        server.terminate()
+        raise SystemExit(f"ett serve on port {port} did not answer /healthz within 20 s")
     return server, base, token
+
+
+@contextmanager
+def exported_tree(rev: str) -> Iterator[Path]:
+    """The repository's files at git revision `rev`, in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="ett_bench_rev_") as tmp:
+        archive = subprocess.run(
+            ["git", "archive", rev], cwd=REPO, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
+
+
+@contextmanager
+def scratch_postgres_at(tree: Path) -> Iterator[str]:
+    """A new Postgres database migrated by the exported tree's own migrations; dropped after."""
+    name = f"ett_bench_rev_{os.getpid()}_{int(time.time())}"
+    _admin(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        subprocess.run(
+            [sys.executable, "-c", f"from backend import migrate; migrate.upgrade({url!r})"],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            check=True,
+        )
+        yield url
+    finally:
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def bench_post(base: str, token: str, events: list[dict], batch: int) -> float:
@@ -143,67 +195,100 @@ def bench_copy(url: str, events: list[dict]) -> float:
     """Events per second with COPY of the same normalized rows (the ceiling)."""
     dsn = url.replace("postgresql+psycopg://", "postgresql://")
     now = time.time()
+    month = month_of(now)  # every job is new: its partition is the month it was first seen
     with psycopg.connect(dsn) as conn:
         conn.execute("TRUNCATE raw_events")
+        # A schema from before migration 0011 has no job_month column.
+        partitioned = conn.execute(
+            "SELECT 1 FROM information_schema.columns "
+            "WHERE table_name = 'raw_events' AND column_name = 'job_month'"
+        ).fetchone()
         conn.commit()
+        columns = "event_id, job_id, type, attempt, ts, received_at, payload"
+        if partitioned:
+            columns += ", job_month"
         start = time.perf_counter()
         normalized = [validate_event(e) for e in events]
         with (
             conn.cursor() as cur,
-            cur.copy(
-                "COPY raw_events (event_id, job_id, type, attempt, ts, received_at, payload) "
-                "FROM STDIN"
-            ) as copy,
+            cur.copy(f"COPY raw_events ({columns}) FROM STDIN") as copy,
         ):
             for ev in normalized:
-                copy.write_row(
-                    (
-                        ev["event_id"],
-                        ev["job_id"],
-                        ev["type"],
-                        ev["attempt"],
-                        event_time(ev),
-                        now,
-                        json.dumps(ev),
-                    )
+                row = (
+                    ev["event_id"],
+                    ev["job_id"],
+                    ev["type"],
+                    ev["attempt"],
+                    event_time(ev),
+                    now,
+                    json.dumps(ev),
                 )
+                copy.write_row((*row, month) if partitioned else row)
         conn.commit()
         elapsed = time.perf_counter() - start
     return len(events) / elapsed
 
 
-def main() -> None:
-    """Run both measurements in one scratch database and print the comparison."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--batch", type=int, default=1_000)
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved POST/COPY rounds")
-    args = parser.parse_args()
-    posts, copies = [], []
-    with scratch_postgres() as url:
-        server, base, token = start_server(url)
-        try:
-            for r in range(args.rounds):
-                events = make_events(args.events, tag=f"r{r}")
-                _truncate(url)
-                posts.append(bench_post(base, token, events, args.batch))
-                copies.append(bench_copy(url, events))
-        finally:
-            server.terminate()
-            server.wait(10)
+def _rates(label: str, posts: list[float], copies: list[float]) -> tuple[float, float]:
     post_rate, copy_rate = statistics.median(posts), statistics.median(copies)
-    print(f"events: {args.events} per round, batch: {args.batch}, rounds: {args.rounds}")
     print(
-        f"POST /api/v1/events: {post_rate:,.0f} events/s (median; rounds: "
+        f"{label} POST /api/v1/events: {post_rate:,.0f} events/s (median; rounds: "
         f"{', '.join(f'{p:,.0f}' for p in posts)})"
     )
     print(
-        f"COPY (ceiling):      {copy_rate:,.0f} events/s (median; rounds: "
+        f"{label} COPY (ceiling):      {copy_rate:,.0f} events/s (median; rounds: "
         f"{', '.join(f'{c:,.0f}' for c in copies)})"
     )
-    print(f"ratio POST/COPY:     {post_rate / copy_rate:.2f}")
-    ok = post_rate >= 20_000 and post_rate >= copy_rate / 3
-    print("target (>= 20,000/s and >= 1/3 of COPY):", "met" if ok else "NOT met")
+    print(f"{label} ratio POST/COPY:     {post_rate / copy_rate:.2f}")
+    return post_rate, copy_rate
+
+
+def main() -> None:
+    """Run both measurements in one scratch database (and the baseline's) and compare."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=100_000, help="events per round")
+    parser.add_argument("--batch", type=int, default=1_000, help="events per POST")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved POST/COPY rounds")
+    parser.add_argument(
+        "--baseline",
+        nargs="?",
+        const=BEFORE_PARTITIONS,
+        metavar="REV",
+        help="also measure the code and schema of git revision REV, rounds interleaved "
+        f"(default {BEFORE_PARTITIONS}, the last commit before migration 0011)",
+    )
+    args = parser.parse_args()
+    sides: dict[str, tuple[list[float], list[float]]] = {"after": ([], [])}
+    with contextlib.ExitStack() as stack:
+        targets = {"after": (stack.enter_context(scratch_postgres()), None)}
+        if args.baseline:
+            sides["before"] = ([], [])
+            tree = stack.enter_context(exported_tree(args.baseline))
+            targets["before"] = (stack.enter_context(scratch_postgres_at(tree)), tree)
+        servers = {}
+        try:
+            for label, (url, tree) in targets.items():
+                servers[label] = start_server(url, tree)
+            for r in range(args.rounds):
+                for label, (url, _tree) in targets.items():
+                    events = make_events(args.events, tag=f"r{r}")
+                    _truncate(url)
+                    base, token = servers[label][1], servers[label][2]
+                    sides[label][0].append(bench_post(base, token, events, args.batch))
+                    sides[label][1].append(bench_copy(url, events))
+        finally:
+            for server, _base, _token in servers.values():
+                server.terminate()
+                server.wait(10)
+    print(f"events: {args.events} per round, batch: {args.batch}, rounds: {args.rounds}")
+    post_rate, copy_rate = _rates("after: ", *sides["after"])
+    if args.baseline:
+        before_post, before_copy = _rates(f"before ({args.baseline}):", *sides["before"])
+        print(
+            f"after/before: POST {post_rate / before_post:.2f}, COPY {copy_rate / before_copy:.2f}"
+        )
+    ok = post_rate >= 20_000 and post_rate >= copy_rate / 2
+    print("target (>= 20,000/s and >= 1/2 of COPY):", "met" if ok else "NOT met")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ Parts, all real and on 127.0.0.1: a scratch Postgres database (ETT_BENCH_PG_URL)
 --role api` replicas and `ett worker` processes (tests/cluster.py), and this script as the
 fleet. Each simulated job is an agent at the agent's real rates (trainer_agent defaults): a
 progress window per 30 s, a heartbeat per 60 s, its start-up phases, a checkpoint every 10 min,
-a failure and restart (with checkpoint restore) about once per 8 hours, and a new job in its
-place when it ends (2-8 h). Each job POSTs its due events to /api/v1/events once per tick, as an
+a failure and restart (with checkpoint restore) about once per 8 hours, each as the protocol
+has it (docs/PROTOCOL.md: a `failure` of kind infra or app_error, `attempt_ended` with reason
+failure, the next `attempt_started`), and a new job in its place when it ends (2-8 h after the
+measurement starts). `--history-days D` gives the fleet jobs already D days old: their D days of
+events (restarts included) are sent, in batches of at most 5,000, and recomputed before
+measuring. Failures, restarts and rejected events are counted on arrival, from the answers. Each job POSTs its due events to /api/v1/events once per tick, as an
 agent flushes, round-robin over the replicas. `--speed S` runs the simulated clock S times
 faster: J jobs at speed S send what J x S jobs send at the real rate ("real-rate equivalent").
 
@@ -50,18 +54,26 @@ HEARTBEAT_S = 60.0
 CHECKPOINT_S = 600.0
 FAILURE_RATE_PER_S = 1 / (8 * 3600.0)
 TICK_S = 1.0
+# Protocol-valid failure kinds a running job reports (backend.ett.catalogue.FAILURE_KINDS).
+FAILURE_KINDS = ("infra", "app_error")
+# Events per POST when a job's history is sent (ingest takes at most 10,000).
+HISTORY_BATCH = 5_000
+# History is generated in steps of this many simulated seconds (one failure draw per step).
+HISTORY_STEP_S = 600.0
 
 
 class SimJob:
     """One training job's agent: what it would have sent by simulated time t."""
 
-    def __init__(self, job_id: str, t: float, rng: random.Random) -> None:
+    def __init__(
+        self, job_id: str, t: float, rng: random.Random, *, min_life_s: float = 0.0
+    ) -> None:
         self.job_id = job_id
         self.rng = rng
         self.n = 0
         self.attempt = 0
         self.cursor = 0.0
-        self.end_at = t + rng.uniform(2 * 3600, 8 * 3600)
+        self.end_at = t + min_life_s + rng.uniform(2 * 3600, 8 * 3600)
         self.pending: list[dict[str, Any]] = []
         self.done = False
         gpus = rng.choice((8, 16, 64, 256))
@@ -115,8 +127,8 @@ class SimJob:
             self._ev("job_ended", None, ts=t + 5, status="succeeded")
             self.done = True
         elif self.rng.random() < dt * FAILURE_RATE_PER_S:
-            self._ev("failure", a, ts=t, kind=self.rng.choice(("nccl_timeout", "app_error")))
-            self._ev("attempt_ended", a, ts=t, reason="failed")
+            self._ev("failure", a, ts=t, kind=self.rng.choice(FAILURE_KINDS))
+            self._ev("attempt_ended", a, ts=t, reason="failure")
             self.attempt += 1
             self.cursor = max(0.0, self.cursor - 300)  # back to the last checkpoint
             self._start_attempt(t + 120, restore=True)
@@ -200,14 +212,26 @@ async def drive(
     duration: float,
     fresh: Freshness,
     tag: str,
+    history_days: float = 0.0,
 ) -> dict[str, Any]:
     """Run the fleet for `duration` real seconds; the ingest figures."""
     rng = random.Random(jobs)
     sim0 = time.time() - 3600.0 - duration * speed  # simulated time stays in the past
-    # A fleet already running: jobs of ages up to 30 min, their history sent before measuring.
-    fleet = [SimJob(f"{tag}-{i:06d}", sim0 - rng.uniform(0, 1800), rng) for i in range(jobs)]
+    # A fleet already running: jobs of ages up to 30 min (plus --history-days), their history
+    # sent before measuring; none ends before the measurement starts.
+    history_s = history_days * 86400.0
+    fleet = [
+        SimJob(
+            f"{tag}-{i:06d}",
+            sim0 - history_s - rng.uniform(0, 1800),
+            rng,
+            min_life_s=history_s + 1800,
+        )
+        for i in range(jobs)
+    ]
     seq = jobs
     sent_events = sent_requests = failed = 0
+    arrived = {"failures": 0, "restarts": 0, "rejected_events": 0}
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     headers = {"Authorization": f"Bearer {token}"}
     sem = asyncio.Semaphore(64)
@@ -231,17 +255,45 @@ async def drive(
             finally:
                 in_flight.discard(job_id)
             if r.status_code == 200:
-                fresh.arrived(job_id, r.json()["accepted"], time.time())
+                body = r.json()
+                fresh.arrived(job_id, body["accepted"], time.time())
                 sent_events += len(events)
                 sent_requests += 1
+                refused = {x["event_id"] for x in body["rejected"]}
+                arrived["rejected_events"] += len(body["rejected"])
+                for ev in events:
+                    if ev["event_id"] in refused:
+                        continue
+                    if ev["type"] == "failure":
+                        arrived["failures"] += 1
+                    elif ev["type"] == "attempt_started" and ev["attempt"] > 0:
+                        arrived["restarts"] += 1
             else:
                 failed += 1
 
-        history = [(i, j.job_id, j.advance(sim0, 0.0)) for i, j in enumerate(fleet)]
-        await asyncio.gather(*(post(i, job_id, evs) for i, job_id, evs in history if evs))
-        warmup = {"events": sent_events, "drain_s": round(wait_drained(fresh.db, 300), 1)}
+        async def send_history(i: int, job: SimJob) -> None:
+            # Oldest first, one batch at a time, as an agent's spool drains.
+            t = sim0 - history_s
+            events: list[dict[str, Any]] = []
+            while t < sim0:
+                step = min(HISTORY_STEP_S, sim0 - t)
+                t += step
+                events += job.advance(t, step)
+            events += job.advance(sim0, 0.0)
+            for k in range(0, len(events), HISTORY_BATCH):
+                await post(i, job.job_id, events[k : k + HISTORY_BATCH])
+
+        await asyncio.gather(*(send_history(i, j) for i, j in enumerate(fleet)))
+        warmup = {
+            "events": sent_events,
+            "history_days": history_days,
+            **{k: v for k, v in arrived.items()},
+            "failed_requests": failed,
+            "drain_s": round(wait_drained(fresh.db, 300 + 60 * history_days * jobs / 10), 1),
+        }
         fresh.reset()
         sent_events = sent_requests = failed = 0
+        arrived.update(dict.fromkeys(arrived, 0))
         latency.clear()
         start = time.time()
         ticks = 0
@@ -283,6 +335,9 @@ async def drive(
         "events": sent_events,
         "requests": sent_requests,
         "failed_requests": failed,
+        "failures_arrived": arrived["failures"],
+        "restarts_arrived": arrived["restarts"],
+        "rejected_events": arrived["rejected_events"],
         "events_per_s": round(sent_events / elapsed, 1),
         "requests_per_s": round(sent_requests / elapsed, 1),
         "target_events_per_s": round(target, 1),
@@ -325,6 +380,7 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                     args.duration,
                     fresh,
                     f"j{jobs}",
+                    args.history_days,
                 )
             )
             figures["drain_after_s"] = round(wait_drained(db, 60), 1)
@@ -348,6 +404,7 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                 # Windows fall on 30 s boundaries: a 45-60 s run sees 80-100 % of the mean rate.
                 figures["events_per_s"] >= 0.8 * figures["target_events_per_s"]
                 and figures["failed_requests"] == 0
+                and figures["rejected_events"] == 0
                 and p99 is not None
                 and p99 < 10.0
             )
@@ -452,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--speed", type=float, default=4.0)
     p.add_argument("--duration", type=float, default=60.0, help="real seconds per fleet size")
+    p.add_argument(
+        "--history-days",
+        type=float,
+        default=0.0,
+        help="jobs already this many days old (e.g. 1 or 7): their history is sent first",
+    )
     p.add_argument("--apis", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--backlog-jobs", type=int, default=400)

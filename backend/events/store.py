@@ -27,8 +27,8 @@ def event_time(event: Mapping[str, Any]) -> float:
     return event["ts"] if "ts" in event else event["start"]
 
 
-_PG_INSERT_RAW = text(
-    "INSERT INTO raw_events (event_id, job_id, type, attempt, ts, received_at, payload, "
+_PG_INSERT_RAW = (
+    "INSERT INTO {table} (event_id, job_id, type, attempt, ts, received_at, payload, "
     "job_month) "
     "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
     "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e, "
@@ -36,6 +36,18 @@ _PG_INSERT_RAW = text(
     "FROM jsonb_array_elements(CAST(:events AS jsonb)) AS e "
     "ON CONFLICT (job_id, event_id, job_month) DO NOTHING RETURNING job_id, event_id"
 )
+
+
+def _pg_target(db_session: Session, months: dict[str, int]) -> str:
+    """Where a Postgres batch's rows go: its month's partition when the whole batch is of one
+    month that has one (routing each row through the parent costs about a quarter of ingest),
+    else the partitioned parent, which routes each row (the DEFAULT partition included)."""
+    distinct = set(months.values())
+    if len(distinct) == 1:
+        name = f"raw_events_p{distinct.pop()}"
+        if db_session.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
+            return name
+    return "raw_events"
 
 
 def job_months(*, db_session: Session, job_ids: set[str], now: float) -> dict[str, int]:
@@ -67,7 +79,8 @@ def insert_new(
             "events": orjson.dumps(events).decode(),
             "months": orjson.dumps(months).decode(),
         }
-        return {(j, e) for j, e in db_session.execute(_PG_INSERT_RAW, params)}
+        stmt = text(_PG_INSERT_RAW.format(table=_pg_target(db_session, months)))
+        return {(j, e) for j, e in db_session.execute(stmt, params)}
     rows = [
         {
             "event_id": ev["event_id"],
