@@ -8,7 +8,7 @@ accounting" names S and proves that no event at or after S changes the accountin
 
 `extend` then accounts a batch of new events with that state alone, in time linear in the
 batch and the job's pieces (never its events). It accepts only the batch it can account
-exactly: progress windows and heartbeats of the live attempt, at or after S, clean (the
+exactly: progress windows, checkpoint saves and heartbeats of the live attempt, at or after S, clean (the
 engine's fast path, no warning), each window after the last one. Anything else (a late event
 inside the prefix, another type, an event that ends the attempt or the job, a silent or
 abandoned job) raises NeedsFull, and the caller recomputes the job from all its raw events,
@@ -33,13 +33,16 @@ from backend.ett.partition import (
     Partition,
     PhaseTime,
     Piece,
+    checkpoint_layer,
     clip,
     merge_adjacent,
     progress_layer,
+    subtract,
 )
 from backend.ett.timeline import (
     MAX_TIME,
     AttemptInfo,
+    Checkpoint,
     Failure,
     Span,
     Timeline,
@@ -333,6 +336,7 @@ def extend(
     a = state.attempt
     s = state.settled_at
     windows: list[Window] = []
+    saves: list[Checkpoint] = []
     latest = state.last_event_at
     ids: set[str] = set()
     for ev in events:
@@ -353,6 +357,13 @@ def extend(
                 raise NeedsFull(f"progress {eid!r} lands inside the settled prefix")
             windows.append(w)
             end = w.end
+        elif etype == "checkpoint":
+            t, end = ev.get("start"), ev.get("blocking_end")
+            if not (type(t) is float and type(end) is float and 0.0 <= t <= end <= MAX_TIME):
+                raise NeedsFull(f"checkpoint {eid!r} is not a clean save")
+            if t < s:
+                raise NeedsFull(f"checkpoint {eid!r} lands inside the settled prefix")
+            saves.append(Checkpoint(t, end, a, eid))
         elif etype == "heartbeat":
             end = ev.get("ts")
             if type(end) is not float or not s <= end <= MAX_TIME:
@@ -379,6 +390,9 @@ def extend(
     for w in windows:
         if w.end > live.last_event:
             live.last_event = w.end
+    for c in saves:
+        if c.end > live.last_event:
+            live.last_event = c.end
     for ev in events:
         if ev["type"] == "heartbeat" and ev["ts"] > live.last_event:
             live.last_event = ev["ts"]
@@ -389,6 +403,10 @@ def extend(
     # The progress layer after S, from the mark reached before it (a zero-length seed window).
     seed = [] if state.hwm is None else [Window(s, s, a, state.hwm, state.hwm, "")]
     layer = progress_layer(seed + windows, WarningLog())
+    # Rule 1 over rule 2, as partition() overlays them (old saves all end by S).
+    blocking = checkpoint_layer(saves)
+    if blocking:
+        layer = sorted(blocking + subtract(layer, blocking), key=lambda p: p[0])
     tail: list[Piece] = []
     cur = s
     for p in layer:
@@ -432,7 +450,7 @@ def extend(
     phases = {name: PhaseTime(total, exposed) for name, (total, exposed) in state.phases.items()}
     result = account(tl, pieces, phases, loops=loops)
 
-    new_s = max(s, windows[-1].end) if windows else s
+    new_s = max([s] + [w.end for w in windows[-1:]] + [c.end for c in saves])
     if windows:
         hwm = state.hwm
         for w in windows:

@@ -1,0 +1,105 @@
+"""The worker's incremental path over the demo fleet, on both databases: after every batch the
+stored answer equals the full recompute from all raw events, every field (issue 29 item 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from backend.demo.fleet import FleetSpec, plans
+from backend.demo.simulator import cut_at, job_events
+from backend.ett.engine import compute_job
+from backend.ett.models import JobAccountingState, JobInterval, JobResult
+from backend.events.store import load_events
+from backend.results import recompute
+from ingest import service as ingest_service
+
+NOW = 1_780_000_000.0
+STEP_S = 1_800.0  # the worker sees each job every 30 min of its life: 5+ windows a batch
+
+
+def _open_jobs(n: int) -> list[list[dict[str, Any]]]:
+    """Events of the first n demo jobs that run several hours, with restarts among them."""
+    spec = FleetSpec(seed=3, models=4, days=3.0, now=NOW, benchmarks=False)
+    out = []
+    for plan in plans(spec):
+        events = job_events(plan)
+        span = max(ev.get("end", ev.get("ts", 0.0)) for ev in events) - plan.submitted_at
+        if span > 4 * 3_600:
+            out.append(events)
+        if len(out) == n:
+            break
+    return out
+
+
+def _rows(s: Any, job_id: str) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    row = s.get(JobResult, job_id)
+    ivs = s.execute(
+        select(
+            JobInterval.start,
+            JobInterval.end,
+            JobInterval.attempt,
+            JobInterval.component,
+            JobInterval.phase,
+            JobInterval.gpus,
+        )
+        .where(JobInterval.job_id == job_id)
+        .order_by(JobInterval.start)
+    )
+    return row.result, [tuple(iv) for iv in ivs]
+
+
+def test_the_demo_fleet_extends_to_the_full_answer(database, settings, monkeypatch):
+    extended: list[str] = []
+    real = recompute.extend
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        extended.append(out[0].job_id or "")
+        return out
+
+    monkeypatch.setattr(recompute, "extend", counting)
+    jobs = _open_jobs(3)
+    assert len(jobs) == 3
+    checked = 0
+    for events in jobs:
+        job_id = events[0]["job_id"]
+        start = min(ev.get("ts", ev.get("start", NOW)) for ev in events)
+        last = max(ev.get("end", ev.get("ts", 0.0)) for ev in events)
+        sent: set[str] = set()
+        t = start + STEP_S
+        while t < last + 2 * STEP_S:
+            batch = [ev for ev in cut_at(events, t) if ev["event_id"] not in sent]
+            sent.update(ev["event_id"] for ev in batch)
+            with database.session() as s:
+                if batch:
+                    ingest_service.ingest_batch(db_session=s, events=batch, token=None, now=t)
+                recompute.recompute_job(db_session=s, job_id=job_id, settings=settings, now=t)
+                s.commit()
+            with database.session() as s:
+                kept, kept_ivs = _rows(s, job_id)
+                full = compute_job(
+                    load_events(db_session=s, job_id=job_id),
+                    now=t,
+                    heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                    abandon_timeout_s=settings.abandon_timeout_s,
+                    custom_phases=recompute.custom_phases_for(db_session=s, settings=settings),
+                )
+                # The full recompute stored afresh, in the same database, is the reference.
+                recompute.recompute_job(
+                    db_session=s, job_id=job_id, settings=settings, now=t, incremental=False
+                )
+                again, again_ivs = _rows(s, job_id)
+                s.rollback()
+            assert kept == again, (job_id, t)
+            assert kept_ivs == again_ivs, (job_id, t)
+            assert len(kept_ivs) == len(full.intervals)
+            assert kept["ett_pct"] == full.ett_pct and kept["events"] == full.events
+            checked += 1
+            t += STEP_S
+    assert checked > 20
+    # Most batches of a running job were extensions, not recomputes.
+    assert len(extended) > checked / 2, (len(extended), checked)
+    with database.session() as s:  # ended jobs keep no state
+        assert list(s.scalars(select(JobAccountingState.job_id))) == []
