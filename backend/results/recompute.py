@@ -2,12 +2,17 @@
 
 Ingest marks touched jobs dirty; these functions (inline after ingest, the RecomputeWorker of
 `ett worker` / `ett serve --role all`, or `ett recompute`) rebuild each one from its own raw
-events, so rollups never re-read raw events. A job's recompute reads its events once and costs
-time linear in their number.
+events, so rollups never re-read raw events. A full recompute reads the job's events once and
+costs time linear in their number.
 
 Several workers share one Postgres: each claims one dirty job per transaction with
-`SELECT ... FOR UPDATE SKIP LOCKED`, so no job is computed by two at once, and a worker that
+`SELECT ... FOR UPDATE SKIP LOCKED` (a lease that ends with the transaction), so no job is
+computed by two at once, no row is held across another job's recompute, and a worker that
 dies mid-job has its transaction rolled back, which leaves the job dirty for the next claim.
+
+An open job is not recomputed from all its events: its settled state (backend.ett.incremental,
+docs/ACCOUNTING.md "Incremental accounting") is extended by the events stored since, and the
+minute refresh of an idle open job (mark_stale_open_jobs) is an extension with no event.
 """
 
 from __future__ import annotations
@@ -310,9 +315,10 @@ def recompute_isolated(
     return done
 
 
-# Jobs claimed per transaction: their rollups are refreshed in one pass (a third of a job's
-# recompute is the rollup refresh's round trips), and a failing batch is redone one by one.
-CLAIM_BATCH = 16
+# Jobs claimed per transaction: one, so that a worker never holds a job's row (which ingest's
+# dirty mark waits on) across another job's recompute. An open job's recompute is an extension
+# of its settled state (milliseconds), so the wait ingest can meet is one job's recompute.
+CLAIM_BATCH = 1
 
 
 def claim_dirty_jobs(
