@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import insert  # noqa: E402
 
 from backend.db import Database  # noqa: E402
+from backend.ett.models import JobAccountingState  # noqa: E402
 from backend.ett.store import forget_states  # noqa: E402
 from backend.events.models import RawEvent  # noqa: E402
 from backend.events.retention import month_of  # noqa: E402
@@ -120,13 +121,14 @@ def _load_history(db: Database, agent: Agent, until: float) -> int:
 
 def measure(db: Database, age_s: float, batches: int, mode: str) -> dict[str, Any]:
     """Median worker CPU and wall seconds of recompute_dirty per 30 s batch."""
-    # The history ends where the timed batches fit before now: each is sent as its 30 s pass
-    # (time compressed), none after "now" (an event after now is recomputed in full).
-    end = time.time() - (batches + 2) * (WINDOW_S + 4.0)
+    # The job's clock: its history ends now, and each timed batch is sent at the end of its
+    # 30 s (time compressed: the worker is told that "now").
+    end = time.time()
     agent = Agent(f"bench-{mode}-{int(age_s)}-{time.time_ns()}", end - age_s)
     n = _load_history(db, agent, end)
     with db.session() as s:
-        recompute.recompute_dirty(db_session=s)  # the first compute is full in both modes
+        # The first compute is full in both modes.
+        recompute.recompute_dirty(db_session=s, now=agent.t)
     cpu: list[float] = []
     wall: list[float] = []
     for _ in range(batches):
@@ -138,11 +140,15 @@ def measure(db: Database, age_s: float, batches: int, mode: str) -> dict[str, An
             s.commit()
         with db.session() as s:
             c0, w0 = time.process_time(), time.perf_counter()
-            done = recompute.recompute_dirty(db_session=s)
+            done = recompute.recompute_dirty(db_session=s, now=agent.t)
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
         assert done == 1, done
         n += len(batch)
+    with db.session() as s:
+        kept = s.get(JobAccountingState, agent.job_id) is not None
+    if mode == "incremental" and not kept:
+        raise SystemExit(f"the {age_s:.0f} s job kept no settled state: nothing was extended")
     return {
         "mode": mode,
         "age_s": age_s,
