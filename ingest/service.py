@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from backend.auth.models import ApiToken
 from backend.auth.service import allows_model
 from backend.db import insert_for
+from backend.ett.store import forget_states
 from backend.ett.timeline import canonical_json
 from backend.events import store as event_store
 from backend.events.store import event_time
@@ -400,6 +401,9 @@ def _settle_conflicts(
             }
         )
         replaced.append(ev)
+    if replaced:
+        # The replaced row keeps its id: a settled state would not see it change.
+        forget_states(db_session=db_session, job_ids={ev["job_id"] for ev in replaced})
     return replaced
 
 

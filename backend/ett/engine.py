@@ -15,8 +15,16 @@ from typing import Any
 from backend.ett.catalogue import COMPONENTS, WASTE_KINDS, attempt_label
 from backend.ett.level1 import Level1, level1
 from backend.ett.livefacts import live_facts
-from backend.ett.partition import EFFECTIVE, WASTED, PhaseTime, Piece, partition, piece_gpus
-from backend.ett.timeline import AttemptInfo, build_timeline
+from backend.ett.partition import (
+    EFFECTIVE,
+    WASTED,
+    Partition,
+    PhaseTime,
+    Piece,
+    partition,
+    piece_gpus,
+)
+from backend.ett.timeline import AttemptInfo, Timeline, build_timeline
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 
@@ -239,15 +247,15 @@ def _cycle_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def compute_job(
+def compute_parts(
     events: Iterable[Mapping[str, Any]],
     *,
     now: float,
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
     abandon_timeout_s: float = ABANDON_TIMEOUT_S,
     custom_phases: Mapping[str, str] | None = None,
-) -> JobETT:
-    """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""
+) -> tuple[Timeline, Partition]:
+    """The repaired timeline and the partition of one job's events (compute_job's first half)."""
     with _cycle_gc_paused():
         tl = build_timeline(
             events,
@@ -255,12 +263,28 @@ def compute_job(
             heartbeat_timeout_s=heartbeat_timeout_s,
             abandon_timeout_s=abandon_timeout_s,
         )
-        part = partition(tl, custom_phases)
-        components, wasted = _sums(part.pieces)
-        l1 = level1(part.pieces, tl.failures, tl.submitted_at, tl.ended_at)
-        live = live_facts(tl, part.pieces)
-        gpus = piece_gpus(tl, part.pieces)
-        intervals = [Interval(*p, g) for p, g in zip(part.pieces, gpus, strict=True)]
+        return tl, partition(tl, custom_phases)
+
+
+def account(
+    tl: Timeline,
+    pieces: list[Piece],
+    phases: dict[str, PhaseTime],
+    *,
+    loops: Mapping[int, Mapping[str, Any]] | None = None,
+) -> JobETT:
+    """The answer from a timeline and its partition: sums, Level 1, live facts, GPU-seconds.
+
+    A function of the pieces and the timeline's attempts, spans, failures and meta; the
+    windows are read only for the loop facts, which `loops` may give instead (the incremental
+    accounting of backend.ett.incremental passes the ones it keeps).
+    """
+    with _cycle_gc_paused():
+        components, wasted = _sums(pieces)
+        l1 = level1(pieces, tl.failures, tl.submitted_at, tl.ended_at)
+        live = live_facts(tl, pieces, loops=loops)
+        gpus = piece_gpus(tl, pieces)
+        intervals = [Interval(*p, g) for p, g in zip(pieces, gpus, strict=True)]
     return JobETT(
         job_id=tl.job_id,
         model=tl.model,
@@ -276,7 +300,7 @@ def compute_job(
         components=components,
         wasted=wasted,
         l1=l1,
-        phases=part.phases,
+        phases=phases,
         warnings=tl.warnings.to_list(),
         intervals=intervals,
         attempts=_summaries(tl.attempts),
@@ -293,4 +317,31 @@ def compute_job(
     )
 
 
-__all__ = ["EFFECTIVE", "AttemptSummary", "Interval", "JobETT", "compute_job"]
+def compute_job(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    now: float,
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
+    abandon_timeout_s: float = ABANDON_TIMEOUT_S,
+    custom_phases: Mapping[str, str] | None = None,
+) -> JobETT:
+    """Account one job's events: partition of [submission, end], phases, Level 1, warnings."""
+    tl, part = compute_parts(
+        events,
+        now=now,
+        heartbeat_timeout_s=heartbeat_timeout_s,
+        abandon_timeout_s=abandon_timeout_s,
+        custom_phases=custom_phases,
+    )
+    return account(tl, part.pieces, part.phases)
+
+
+__all__ = [
+    "EFFECTIVE",
+    "AttemptSummary",
+    "Interval",
+    "JobETT",
+    "account",
+    "compute_job",
+    "compute_parts",
+]

@@ -11,6 +11,7 @@ All times are epoch seconds; `None` where the job has no such instant.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from operator import sub
 from typing import Any
 
@@ -22,7 +23,7 @@ def _finite(t: float) -> float | None:
     return t if math.isfinite(t) else None
 
 
-def _loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
+def loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
     """Per attempt: loop start, last cursor advance, high-water cursor, longest advance gap.
 
     The gap is the longest time between the ends of two consecutive windows whose cursor
@@ -92,9 +93,15 @@ def _current(pieces: list[Piece], at: float) -> dict[str, Any] | None:
     return {"component": component, "phase": phase, "attempt": attempt, "since": since}
 
 
-def live_facts(tl: Timeline, pieces: list[Piece]) -> dict[str, Any]:
-    """The facts of one job's live state: attempts, open spans, last advance, current piece."""
-    loops = _loop_facts(tl)
+def live_facts(
+    tl: Timeline, pieces: list[Piece], *, loops: Mapping[int, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The facts of one job's live state: attempts, open spans, last advance, current piece.
+
+    `loops` are the timeline's loop_facts when the caller keeps them (its windows unread).
+    """
+    if loops is None:
+        loops = loop_facts(tl)
     effective: dict[int | None, list[float]] = {}
     last_effective: float | None = None
     for s, e, attempt, component, _phase in pieces:

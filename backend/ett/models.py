@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, JSONType
@@ -74,3 +74,27 @@ class JobInterval(Base):
         Index("ix_job_intervals_job_id", "job_id"),
         Index("ix_job_intervals_start", "start"),
     )
+
+
+class JobAccountingState(Base):
+    """An open job's settled accounting prefix (backend.ett.incremental), extended per batch.
+
+    Only a cache of the full recompute: a job without a row, or whose row does not match its
+    raw events (`last_event_row`, `event_rows`) or the rules (`rules`), is recomputed in full.
+    """
+
+    __tablename__ = "job_accounting_states"
+
+    job_id: Mapped[str] = mapped_column(
+        String(128), ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    # The largest raw_events.id read, and how many of the job's raw rows were read.
+    last_event_row: Mapped[int] = mapped_column(BigInteger)
+    event_rows: Mapped[int] = mapped_column(Integer)
+    # What else the answer depends on: engine state version, timeouts, custom phase mapping.
+    rules: Mapped[str] = mapped_column(String(64))
+    # The settled point (epoch seconds): no event after it can change the accounting before it.
+    settled_at: Mapped[float] = mapped_column(Float)
+    computed_at: Mapped[float] = mapped_column(Float)
+    # backend.ett.incremental's state as JSON text (exact floats, no JSONB numeric round trip).
+    state: Mapped[str] = mapped_column(Text)

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import insert_for
 from backend.ett.engine import JobETT
-from backend.ett.models import JobInterval, JobResult
+from backend.ett.incremental import AccountState
+from backend.ett.models import JobAccountingState, JobInterval, JobResult
 from backend.jobs.models import Attempt, AttemptHost, Job, Model
 
 _INSERT_CHUNK = 5_000
@@ -67,6 +68,92 @@ def host_rows(job_id: str, result: JobETT) -> list[dict[str, Any]]:
     return rows
 
 
+def store_extension(*, db_session: Session, job_id: str, result: JobETT, since: float) -> None:
+    """Store an extended open job's answer: its job_results row and its intervals ending at or
+    after `since` (the settled point the extension started from; the earlier ones are final).
+
+    Attempts and the job's derived fields are unchanged by an extension (only windows and
+    heartbeats of the live attempt extend it).
+    """
+    db_session.execute(
+        update(JobResult)
+        .where(JobResult.job_id == job_id)
+        .values(**_result_columns(result), computed_at=time.time())
+    )
+    db_session.execute(
+        delete(JobInterval).where(JobInterval.job_id == job_id, JobInterval.end >= since)
+    )
+    rows = [_interval_row(job_id, iv) for iv in result.intervals if iv.end >= since]
+    for chunk in _chunks(rows):
+        db_session.execute(insert(JobInterval.__table__), chunk)
+
+
+def _result_columns(result: JobETT) -> dict[str, Any]:
+    return {
+        "model": result.model,
+        "gpus": result.gpus,
+        "status": (result.status or "unknown")[:16],
+        "provisional": result.provisional,
+        "submitted_at": result.submitted_at,
+        "ended_at": result.ended_at,
+        "e2e_s": result.e2e_s,
+        "effective_s": result.effective_s,
+        "ett_pct": result.ett_pct,
+        "gpu_hours_lost": result.gpu_hours_lost,
+        "e2e_gpu_s": result.e2e_gpu_s,
+        "effective_gpu_s": result.effective_gpu_s,
+        "nof": result.l1.nof,
+        "tts_s": result.l1.tts_s,
+        "recovery_s": result.l1.recovery_s,
+        "result": result.to_dict(with_intervals=False, with_spans=True),
+    }
+
+
+def _interval_row(job_id: str, iv: Any) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "attempt": iv.attempt,
+        "start": iv.start,
+        "end": iv.end,
+        "component": iv.component,
+        "phase": iv.phase,
+        "gpus": iv.gpus,
+    }
+
+
+def save_state(
+    *,
+    db_session: Session,
+    job_id: str,
+    state: AccountState | None,
+    last_row: int | None,
+    rows: int,
+    rules: str,
+) -> None:
+    """Keep (or, with state None, drop) the job's settled accounting state."""
+    db_session.execute(delete(JobAccountingState).where(JobAccountingState.job_id == job_id))
+    if state is None or last_row is None:
+        return
+    db_session.execute(
+        insert(JobAccountingState).values(
+            job_id=job_id,
+            last_event_row=last_row,
+            event_rows=rows,
+            rules=rules,
+            settled_at=state.settled_at,
+            computed_at=time.time(),
+            state=state.to_json(),
+        )
+    )
+
+
+def forget_states(*, db_session: Session, job_ids: Iterable[str]) -> None:
+    """Drop these jobs' settled states (a stored event was replaced): the next compute is full."""
+    ids = sorted(set(job_ids))
+    if ids:
+        db_session.execute(delete(JobAccountingState).where(JobAccountingState.job_id.in_(ids)))
+
+
 def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     """Replace the job's job_results, job_intervals and attempts rows and its derived fields."""
     db_session.execute(delete(JobInterval).where(JobInterval.job_id == job_id))
@@ -76,39 +163,9 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     if result is None:
         return
     db_session.execute(
-        insert(JobResult).values(
-            job_id=job_id,
-            computed_at=time.time(),
-            model=result.model,
-            gpus=result.gpus,
-            status=(result.status or "unknown")[:16],
-            provisional=result.provisional,
-            submitted_at=result.submitted_at,
-            ended_at=result.ended_at,
-            e2e_s=result.e2e_s,
-            effective_s=result.effective_s,
-            ett_pct=result.ett_pct,
-            gpu_hours_lost=result.gpu_hours_lost,
-            e2e_gpu_s=result.e2e_gpu_s,
-            effective_gpu_s=result.effective_gpu_s,
-            nof=result.l1.nof,
-            tts_s=result.l1.tts_s,
-            recovery_s=result.l1.recovery_s,
-            result=result.to_dict(with_intervals=False, with_spans=True),
-        )
+        insert(JobResult).values(job_id=job_id, computed_at=time.time(), **_result_columns(result))
     )
-    rows = [
-        {
-            "job_id": job_id,
-            "attempt": iv.attempt,
-            "start": iv.start,
-            "end": iv.end,
-            "component": iv.component,
-            "phase": iv.phase,
-            "gpus": iv.gpus,
-        }
-        for iv in result.intervals
-    ]
+    rows = [_interval_row(job_id, iv) for iv in result.intervals]
     # Core inserts: the ORM bulk path splits batches wherever a row's None columns differ.
     for chunk in _chunks(rows):
         db_session.execute(insert(JobInterval.__table__), chunk)

@@ -257,6 +257,33 @@ def load_events(*, db_session: Session, job_id: str) -> list[dict[str, Any]]:
     return [loads(text) for text in db_session.scalars(stmt)]
 
 
+def load_events_after(
+    *, db_session: Session, job_id: str, after_row: int | None = None
+) -> tuple[list[dict[str, Any]], int | None, int]:
+    """The job's events stored after row `after_row` (all when None), the last row id read and
+    how many rows were read, from one statement (one snapshot)."""
+    stmt = select(RawEvent.id, cast(RawEvent.payload, Text)).where(RawEvent.job_id == job_id)
+    if after_row is not None:
+        stmt = stmt.where(RawEvent.id > after_row)
+    loads = orjson.loads
+    events: list[dict[str, Any]] = []
+    last: int | None = after_row
+    for row_id, payload in db_session.execute(stmt.order_by(RawEvent.id)):
+        events.append(loads(payload))
+        last = row_id
+    return events, last, len(events)
+
+
+def count_rows_up_to(*, db_session: Session, job_id: str, row: int) -> int:
+    """How many of the job's raw rows have an id at most `row` (a late commit below it shows)."""
+    stmt = (
+        select(func.count())
+        .select_from(RawEvent)
+        .where(RawEvent.job_id == job_id, RawEvent.id <= row)
+    )
+    return int(db_session.scalar(stmt) or 0)
+
+
 def job_ids_with_events(*, db_session: Session) -> set[str]:
     """Every job id that has at least one stored event."""
     return set(db_session.scalars(select(RawEvent.job_id).distinct()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -10,12 +9,11 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import describe_error
 from backend.ett.catalogue import attempt_label, failure_cause, failure_domain, is_planned
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
+from backend.jobs import quarantine
 from backend.jobs.models import Job, Model
-from backend.results.recompute import compute
 
 
 class Uncomputable(ValueError):
@@ -78,24 +76,19 @@ def job_ett(
     fmt: Callable[[float], Any] | None = None,
     now: float | None = None,
 ) -> dict[str, Any] | None:
-    """One job's full answer: stored when fresh, else computed live from raw events (not stored).
+    """One job's full answer, as stored: an open job's is its provisional answer, which the
+    recompute worker keeps fresh (extended per batch, refreshed every OPEN_JOB_REFRESH_S).
 
-    Raises Uncomputable when the job's stored events cannot be read back; any other error is
-    a bug and is raised as it is.
+    No raw event is read here. None when the job has no stored answer yet; raises
+    Uncomputable when its recompute fails (the job is quarantined) and nothing is stored.
     """
     fmt = fmt or (lambda t: t)
-    job = db_session.get(Job, job_id)
     row = db_session.get(JobResult, job_id)
-    if job is None and row is None:
+    if row is None:
+        held = quarantine.status(db_session=db_session, job_id=job_id)
+        if held is not None:
+            raise Uncomputable(str(held["error"]))
         return None
-    if row is None or row.provisional or (job is not None and job.dirty):
-        try:
-            result = compute(db_session=db_session, job_id=job_id, settings=settings, now=now)
-        except json.JSONDecodeError as err:
-            raise Uncomputable(describe_error(err)) from err
-        if result is None:
-            return None
-        return result.to_dict(time_format=fmt)
     doc = _format_times(row.result, fmt)
     ivs = db_session.execute(
         select(

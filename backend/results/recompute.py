@@ -2,12 +2,17 @@
 
 Ingest marks touched jobs dirty; these functions (inline after ingest, the RecomputeWorker of
 `ett worker` / `ett serve --role all`, or `ett recompute`) rebuild each one from its own raw
-events, so rollups never re-read raw events. A job's recompute reads its events once and costs
-time linear in their number.
+events, so rollups never re-read raw events. A full recompute reads the job's events once and
+costs time linear in their number.
 
 Several workers share one Postgres: each claims one dirty job per transaction with
-`SELECT ... FOR UPDATE SKIP LOCKED`, so no job is computed by two at once, and a worker that
+`SELECT ... FOR UPDATE SKIP LOCKED` (a lease that ends with the transaction), so no job is
+computed by two at once, no row is held across another job's recompute, and a worker that
 dies mid-job has its transaction rolled back, which leaves the job dirty for the next claim.
+
+An open job is not recomputed from all its events: its settled state (backend.ett.incremental,
+docs/ACCOUNTING.md "Incremental accounting") is extended by the events stored since, and the
+minute refresh of an idle open job (mark_stale_open_jobs) is an extension with no event.
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import Database, describe_error
-from backend.ett.engine import JobETT, compute_job
-from backend.ett.models import JobResult
-from backend.ett.store import store
-from backend.events.store import job_ids_with_events, load_events
+from backend.ett.engine import JobETT, account, compute_job, compute_parts
+from backend.ett.incremental import AccountState, NeedsFull, extend, rules_key, settle
+from backend.ett.models import JobAccountingState, JobResult
+from backend.ett.store import save_state, store, store_extension
+from backend.events.store import (
+    count_rows_up_to,
+    job_ids_with_events,
+    load_events,
+    load_events_after,
+)
 from backend.fleet.rollups import refresh_job_rollups
 from backend.health import RECOMPUTE_FAILURES
 from backend.jobs import quarantine
@@ -86,6 +97,53 @@ def _lock_job(db_session: Session, job_id: str, *, skip_locked: bool) -> bool:
     return bool(result.rowcount)
 
 
+def _engine_rules(settings: Settings | None) -> tuple[float, float]:
+    return (
+        settings.heartbeat_timeout_s if settings else HEARTBEAT_TIMEOUT_S,
+        settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
+    )
+
+
+def _extend(
+    *,
+    db_session: Session,
+    job_id: str,
+    rules: str,
+    now: float,
+    heartbeat_s: float,
+    abandon_s: float,
+) -> JobETT | None:
+    """The job's answer extended from its settled state (docs/ACCOUNTING.md), stored; None when
+    it has none that holds (no row, other rules, a row committed below its mark) or the batch
+    needs the full recompute."""
+    row = db_session.get(JobAccountingState, job_id)
+    if row is None or row.rules != rules:
+        return None
+    if (
+        count_rows_up_to(db_session=db_session, job_id=job_id, row=row.last_event_row)
+        != row.event_rows
+    ):
+        return None  # an event committed late below the mark, or pruned: recompute in full
+    events, last_row, n = load_events_after(
+        db_session=db_session, job_id=job_id, after_row=row.last_event_row
+    )
+    state = AccountState.from_json(row.state)
+    try:
+        result, nxt = extend(
+            state, events, now=now, heartbeat_timeout_s=heartbeat_s, abandon_timeout_s=abandon_s
+        )
+    except NeedsFull as why:
+        log.debug("job %s: full recompute (%s)", job_id, why)
+        return None
+    store_extension(db_session=db_session, job_id=job_id, result=result, since=state.settled_at)
+    row.last_event_row = last_row if last_row is not None else row.last_event_row
+    row.event_rows += n
+    row.settled_at = nxt.settled_at
+    row.computed_at = time.time()
+    row.state = nxt.to_json()
+    return result
+
+
 def recompute_job(
     *,
     db_session: Session,
@@ -96,9 +154,13 @@ def recompute_job(
     skip_locked: bool = False,
     refresh_rollups: bool = True,
     claimed: bool = False,
+    incremental: bool = True,
 ) -> JobETT | None:
     """Recompute and store one job (the caller commits); None if the job is unknown or busy.
 
+    An open job with a settled state is extended by its new events (backend.ett.incremental);
+    any other, or with incremental=False (`ett recompute`), is recomputed from all its raw
+    events, which keeps its state for the next batch when it is open.
     With refresh_rollups=False the caller refreshes the fleet rollups itself, in the same
     transaction (once for a batch). With claimed=True the caller holds the row lock already
     (claim_dirty_job).
@@ -112,14 +174,46 @@ def recompute_job(
         # Its raw events were pruned (`ett db prune`): the stored result is all there is.
         db_session.execute(update(Job).where(Job.job_id == job_id).values(dirty=False))
         return None
-    result = compute(
-        db_session=db_session,
-        job_id=job_id,
-        settings=settings,
-        now=now,
-        custom_phases=custom_phases,
+    if custom_phases is None:
+        custom_phases = custom_phases_for(db_session=db_session, settings=settings)
+    heartbeat_s, abandon_s = _engine_rules(settings)
+    rules = rules_key(
+        heartbeat_timeout_s=heartbeat_s, abandon_timeout_s=abandon_s, custom_phases=custom_phases
     )
-    store(db_session=db_session, job_id=job_id, result=result)
+    at = time.time() if now is None else now
+    result = None
+    if incremental:
+        result = _extend(
+            db_session=db_session,
+            job_id=job_id,
+            rules=rules,
+            now=at,
+            heartbeat_s=heartbeat_s,
+            abandon_s=abandon_s,
+        )
+    if result is None:
+        events, last_row, n = load_events_after(db_session=db_session, job_id=job_id)
+        state = None
+        if events:
+            tl, part = compute_parts(
+                events,
+                now=at,
+                heartbeat_timeout_s=heartbeat_s,
+                abandon_timeout_s=abandon_s,
+                custom_phases=custom_phases,
+            )
+            state = settle(tl, part)
+            result = account(tl, part.pieces, part.phases)
+        store(db_session=db_session, job_id=job_id, result=result)
+        if seen is not None:  # a jobs row to hang the state on
+            save_state(
+                db_session=db_session,
+                job_id=job_id,
+                state=state,
+                last_row=last_row,
+                rows=n,
+                rules=rules,
+            )
     if refresh_rollups:
         refresh_job_rollups(db_session=db_session, job_ids=[job_id])
     # Cleared only if no ingest re-marked the job since we read its events.
@@ -221,9 +315,10 @@ def recompute_isolated(
     return done
 
 
-# Jobs claimed per transaction: their rollups are refreshed in one pass (a third of a job's
-# recompute is the rollup refresh's round trips), and a failing batch is redone one by one.
-CLAIM_BATCH = 16
+# Jobs claimed per transaction: one, so that a worker never holds a job's row (which ingest's
+# dirty mark waits on) across another job's recompute. An open job's recompute is an extension
+# of its settled state (milliseconds), so the wait ingest can meet is one job's recompute.
+CLAIM_BATCH = 1
 
 
 def claim_dirty_jobs(
@@ -375,7 +470,12 @@ def recompute_all(
     done = 0
     for job_id in tqdm(ids, desc="recompute", unit="job", disable=not progress):
         result = recompute_job(
-            db_session=db_session, job_id=job_id, settings=settings, now=now, custom_phases=custom
+            db_session=db_session,
+            job_id=job_id,
+            settings=settings,
+            now=now,
+            custom_phases=custom,
+            incremental=False,
         )
         if job_id in held:
             quarantine.release(db_session=db_session, job_ids=[job_id])

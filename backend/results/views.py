@@ -128,7 +128,11 @@ def get_job_ett(
             },
         )
     if doc is None:
-        raise HTTPException(404, f"job {job_id!r} not found: no events were ingested for it")
+        raise HTTPException(
+            404,
+            f"job {job_id!r} not found: no events were ingested for it, or they are not "
+            "accounted yet (the recompute worker stores each job's answer; retry shortly)",
+        )
     doc["quarantine"] = _quarantine_read(quarantine.status(db_session=db_session, job_id=job_id))
     return doc
 

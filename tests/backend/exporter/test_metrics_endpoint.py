@@ -299,7 +299,7 @@ def test_recompute_queue_lag_and_failures(
     def broken(**_kw: Any) -> Any:
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(recompute, "compute", broken)
+    monkeypatch.setattr(recompute, "compute_parts", broken)
     with database.session() as s:
         assert recompute.recompute_dirty(db_session=s, settings=settings) == 0
     after = scrape(client)

@@ -56,7 +56,7 @@ def test_concurrent_drains_compute_each_job_once(database, settings, monkeypatch
     _ingest(database, *ids)
     seen: list[str] = []
     lock = threading.Lock()
-    real = recompute.compute
+    real = recompute.load_events_after
 
     def counting(**kwargs):
         with lock:
@@ -64,7 +64,8 @@ def test_concurrent_drains_compute_each_job_once(database, settings, monkeypatch
         time.sleep(0.01)
         return real(**kwargs)
 
-    monkeypatch.setattr(recompute, "compute", counting)
+    # Every recompute, full or extended, reads the job's (new) events once.
+    monkeypatch.setattr(recompute, "load_events_after", counting)
 
     def drain() -> None:
         with database.session() as s:
