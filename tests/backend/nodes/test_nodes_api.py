@@ -32,7 +32,8 @@ def fleet() -> tuple[list[dict], dict[str, float]]:
         j.progress(0, start + H, train_end, 0, 100)
         effective["1-8" if gpus == 8 else "33-128"] += (train_end - start - H) / H
         if fails:
-            j.failure(0, start + 20 * H, kind=kind)
+            cause = {"infra": "gpu_hardware", "preemption": "preemption"}.get(kind, "exception")
+            j.add("failure", 0, ts=start + 20 * H, kind=kind, cause=cause)
             j.job_ended(start + 21 * H, status="failed")
         else:
             j.ended(0, start + DAY)
@@ -57,7 +58,7 @@ def test_nodes_rank_the_lemon_and_mttf_by_size(client, post, database) -> None:
     assert lemon["host"] == "h03" and lemon["lemon"] is True
     assert [n["host"] for n in doc["nodes"] if n["lemon"]] == ["h03"]
     assert lemon["attempts"] == 3 and lemon["failures"] == 3 and lemon["unplanned_failures"] == 3
-    assert lemon["failures_by_cause"] == {"infra": 3}
+    assert lemon["failures_by_cause"] == {"gpu_hardware": 3}
     assert lemon["exposure_node_days"] == pytest.approx(3 * 20 / 24)
     assert lemon["failures_per_node_day"] == pytest.approx(3 / (3 * 20 / 24))
     # Each failure's TTR runs to the job's end an hour later: 1 h x 8 GPUs, three times.
@@ -67,7 +68,7 @@ def test_nodes_rank_the_lemon_and_mttf_by_size(client, post, database) -> None:
     assert lemon["expected_failures"] == pytest.approx(1 / rest_days * lemon["exposure_node_days"])
     assert rows["h05"]["failures"] == 1 and rows["h05"]["unplanned_failures"] == 0
     assert rows["h05"]["failures_by_cause"] == {"preemption": 1}
-    assert rows["h07"]["failures_by_cause"] == {"app_error": 1} and not rows["h07"]["lemon"]
+    assert rows["h07"]["failures_by_cause"] == {"exception": 1} and not rows["h07"]["lemon"]
     assert rows["h00"]["failures"] == 0 and rows["h00"]["exposure_node_days"] == pytest.approx(3)
     assert doc["fleet"]["lemons"] == 1 and doc["fleet"]["unplanned_failures"] == 4
 
