@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.db import IDLE_IN_TRANSACTION_TIMEOUT_S, LOCK_TIMEOUT_S, POOL_TIMEOUT_S
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 # The values of the enumerated settings: anything else fails at start, naming these.
@@ -89,6 +90,13 @@ class Settings(BaseSettings):
     ingest_retries: int = 5
     # Ingest: events a model-scoped token may have waiting per job before its job_submitted.
     max_held_events_per_job: int = Field(default=10_000, ge=0)
+    # Postgres (docs/SCALING.md, "A frozen process"): ingest's and recompute's row-lock waits
+    # give up after this long (503 with Retry-After); a session idle inside a transaction this
+    # long is ended by the server, which releases its locks (a frozen worker's claim); a request
+    # waits this long for a pooled connection, then is answered 503. 0 = no bound.
+    lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, ge=0)
+    idle_in_transaction_timeout_s: float = Field(default=IDLE_IN_TRANSACTION_TIMEOUT_S, ge=0)
+    db_pool_timeout_s: float = Field(default=POOL_TIMEOUT_S, ge=0)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -14,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
-from backend.db import describe_error, is_retryable, with_retries
+from backend.db import bound_lock_waits, describe_error, is_lock_timeout, is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.events import store as event_store
 from backend.health import count_ingest
@@ -106,7 +108,10 @@ _BODY_DOC = {
         403: {"description": "token not allowed for this job's model"},
         413: {"description": "over 10,000 events or 5 MiB"},
         415: {"description": "not application/json"},
-        503: {"description": "concurrency conflicts outlasted the retries: nothing stored, resend"},
+        503: {
+            "description": "concurrency conflicts outlasted the retries, or a job's row stayed "
+            "locked past ETT_LOCK_TIMEOUT_S: nothing stored, resend after Retry-After"
+        },
     },
 )
 async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:
@@ -134,7 +139,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             f"batch of {len(events)} events is over the {settings.max_batch_events} event "
             "limit; split it",
         )
-    result = await run_in_threadpool(_store, db_session, events, token, settings)
+    result = await _store_waiting_for_locks(db_session, events, token, settings)
     count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
@@ -147,26 +152,60 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
     )
 
 
+# The longest one attempt waits inside the database for a locked job row; between attempts
+# the request waits here, holding no connection and no thread, up to ETT_LOCK_TIMEOUT_S.
+LOCK_ATTEMPT_S = 0.25
+
+
+async def _store_waiting_for_locks(
+    db_session: Any, events: list[Any], token: Any, settings: Settings
+) -> service.IngestResult:
+    """_store, tried again while a job row stays locked, until ETT_LOCK_TIMEOUT_S has passed.
+
+    A job held by a recompute (or claimed by a frozen worker) costs its batch a wait, not the
+    API a pooled connection: then the lock timeout goes to the app's handler (503, Retry-After).
+    """
+    deadline = time.monotonic() + settings.lock_timeout_s
+    pause = 0.05
+    while True:
+        try:
+            return await run_in_threadpool(_store, db_session, events, token, settings)
+        except DBAPIError as err:
+            if not is_lock_timeout(err) or time.monotonic() + pause >= deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, 0.5)
+
+
+def _lock_attempt_s(settings: Settings) -> float:
+    return min(settings.lock_timeout_s, LOCK_ATTEMPT_S)
+
+
 def _store(
     db_session: Any, events: list[Any], token: Any, settings: Settings
 ) -> service.IngestResult:
     """Store the batch in one transaction, retried on deadlocks; per event if it fails anyway."""
     window = (settings.event_time_min, settings.event_time_max)
-    try:
-        result = with_retries(
-            db_session,
-            lambda: service.ingest_batch(
-                db_session=db_session,
-                events=events,
-                token=token,
-                time_window=window,
-                max_held_per_job=settings.max_held_events_per_job,
-            ),
-            retries=settings.ingest_retries,
+
+    def work() -> service.IngestResult:
+        # A job row locked past the attempt's bound fails it with 55P03 (is_lock_timeout),
+        # rather than holding a pooled connection for as long as the lock is held.
+        bound_lock_waits(db_session, _lock_attempt_s(settings))
+        return service.ingest_batch(
+            db_session=db_session,
+            events=events,
+            token=token,
+            time_window=window,
+            max_held_per_job=settings.max_held_events_per_job,
         )
+
+    try:
+        result = with_retries(db_session, work, retries=settings.ingest_retries)
     except service.ModelNotAllowed as err:
         raise HTTPException(403, str(err)) from None
     except DBAPIError as err:
+        if is_lock_timeout(err):
+            raise
         if is_retryable(err):
             raise _busy(err) from None
         # A value the validation let through and the database refused: store what it takes.
@@ -182,6 +221,7 @@ def _store(
             window,
             settings.ingest_retries,
             settings.max_held_events_per_job,
+            _lock_attempt_s(settings),
         )
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
@@ -195,23 +235,27 @@ def _store_each(
     window: tuple[float, float],
     retries: int,
     max_held: int,
+    lock_timeout_s: float,
 ) -> service.IngestResult:
     """Fallback: one transaction per event; the ones the database refuses are kept as rejected."""
     total = service.IngestResult()
+
+    def one_event(raw: Any) -> service.IngestResult:
+        bound_lock_waits(db_session, lock_timeout_s)
+        return service.ingest_batch(
+            db_session=db_session,
+            events=[raw],
+            token=token,
+            time_window=window,
+            max_held_per_job=max_held,
+        )
+
     for index, raw in enumerate(events):
         try:
-            one = with_retries(
-                db_session,
-                lambda raw=raw: service.ingest_batch(
-                    db_session=db_session,
-                    events=[raw],
-                    token=token,
-                    time_window=window,
-                    max_held_per_job=max_held,
-                ),
-                retries=retries,
-            )
+            one = with_retries(db_session, lambda raw=raw: one_event(raw), retries=retries)
         except DBAPIError as err:
+            if is_lock_timeout(err):
+                raise
             if is_retryable(err):
                 raise _busy(err) from None
             error = f"event: the database refused it ({type(err.orig or err).__name__})"
