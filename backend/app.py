@@ -200,7 +200,22 @@ def serve(
     announce(
         f"ETT% serving ({chosen}) on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)"
     )
-    uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
+    from backend.serving import Limits, fit_file_limit, guarded_protocol
+
+    limits = Limits(
+        header_timeout_s=settings.http_header_timeout_s,
+        body_timeout_s=settings.http_body_timeout_s,
+        keep_alive_timeout_s=settings.http_keep_alive_timeout_s,
+        max_connections=fit_file_limit(settings.http_max_connections),
+    )
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        http=guarded_protocol(limits),
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+    )
 
 
 def _plain_validation_errors(app: FastAPI) -> None:

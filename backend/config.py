@@ -97,6 +97,14 @@ class Settings(BaseSettings):
     lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, ge=0)
     idle_in_transaction_timeout_s: float = Field(default=IDLE_IN_TRANSACTION_TIMEOUT_S, ge=0)
     db_pool_timeout_s: float = Field(default=POOL_TIMEOUT_S, ge=0)
+    # `ett serve` (docs/SCALING.md, "Serving without a proxy"): a request's head must arrive
+    # within the header timeout and its body within the body timeout (else 408); an idle
+    # kept-alive connection is closed after the keep-alive timeout; past the connection cap a
+    # new connection displaces the oldest one still waiting for a request head. 0 = no bound.
+    http_header_timeout_s: float = Field(default=10.0, ge=0)
+    http_body_timeout_s: float = Field(default=60.0, ge=0)
+    http_keep_alive_timeout_s: int = Field(default=5, ge=1)
+    http_max_connections: int = Field(default=4096, ge=16)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0
