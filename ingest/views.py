@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -139,7 +140,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             f"batch of {len(events)} events is over the {settings.max_batch_events} event "
             "limit; split it",
         )
-    result = await _store_waiting_for_locks(db_session, events, token, settings)
+    result = await _store_waiting_for_locks(request, db_session, events, token, settings)
     count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
@@ -152,33 +153,82 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
     )
 
 
-# The longest one attempt waits inside the database for a locked job row; between attempts
-# the request waits here, holding no connection and no thread, up to ETT_LOCK_TIMEOUT_S.
-LOCK_ATTEMPT_S = 0.25
+# How long a batch waits for its turn behind this process's other batches of the same jobs.
+TURN_WAIT_S = 30.0
+
+
+class TurnTimeout(Exception):
+    """A batch waited TURN_WAIT_S for its jobs' turn (answered 503)."""
+
+
+class JobTurns:
+    """In-process turns per job id: one batch per job at a time waits in the database.
+
+    The others wait here, holding no pooled connection and no thread. So batches posted into
+    jobs a frozen worker holds take at most one connection per job, whatever their number,
+    and unrelated requests keep theirs. Locks are taken in job id order (no cycle).
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, job_ids: list[str], timeout_s: float) -> AsyncIterator[None]:
+        """Hold every job's turn, waiting at most timeout_s (TurnTimeout past it)."""
+        ordered = sorted(set(job_ids))
+        for job_id in ordered:
+            self._users[job_id] = self._users.get(job_id, 0) + 1
+            self._locks.setdefault(job_id, asyncio.Lock())
+        held: list[asyncio.Lock] = []
+        try:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    for job_id in ordered:
+                        lock = self._locks[job_id]
+                        await lock.acquire()
+                        held.append(lock)
+            except TimeoutError:
+                raise TurnTimeout from None
+            yield
+        finally:
+            for lock in held:
+                lock.release()
+            for job_id in ordered:
+                self._users[job_id] -= 1
+                if not self._users[job_id]:
+                    del self._users[job_id], self._locks[job_id]
+
+
+def _job_ids(events: list[Any]) -> list[str]:
+    return [e["job_id"] for e in events if isinstance(e, dict) and isinstance(e.get("job_id"), str)]
 
 
 async def _store_waiting_for_locks(
-    db_session: Any, events: list[Any], token: Any, settings: Settings
+    request: Request, db_session: Any, events: list[Any], token: Any, settings: Settings
 ) -> service.IngestResult:
-    """_store, tried again while a job row stays locked, until ETT_LOCK_TIMEOUT_S has passed.
+    """_store once this process's earlier batches of the same jobs are done (JobTurns).
 
-    A job held by a recompute (or claimed by a frozen worker) costs its batch a wait, not the
-    API a pooled connection: then the lock timeout goes to the app's handler (503, Retry-After).
+    In the database the batch waits for a locked job row (a recompute, a frozen worker's
+    claim) at most ETT_LOCK_TIMEOUT_S; then the lock timeout goes to the app's handler (503).
     """
-    deadline = time.monotonic() + settings.lock_timeout_s
-    pause = 0.05
-    while True:
-        try:
+    # One JobTurns per event loop (asyncio locks belong to one; a test may drive an app from
+    # several). Unused turns are dropped, so a reused loop id finds nothing stale.
+    by_loop = getattr(request.app.state, "job_turns", None)
+    if by_loop is None:
+        by_loop = request.app.state.job_turns = {}
+    turns = by_loop.setdefault(id(asyncio.get_running_loop()), JobTurns())
+    try:
+        async with turns.turn(_job_ids(events), TURN_WAIT_S):
             return await run_in_threadpool(_store, db_session, events, token, settings)
-        except DBAPIError as err:
-            if not is_lock_timeout(err) or time.monotonic() + pause >= deadline:
-                raise
-        await asyncio.sleep(pause)
-        pause = min(2 * pause, 0.5)
-
-
-def _lock_attempt_s(settings: Settings) -> float:
-    return min(settings.lock_timeout_s, LOCK_ATTEMPT_S)
+    except TurnTimeout:
+        log.warning("a batch waited %.0f s for its jobs' turn; answered 503", TURN_WAIT_S)
+        raise HTTPException(
+            503,
+            f"this batch's jobs were busy with other batches for {TURN_WAIT_S:.0f} s; send it "
+            "again",
+            headers={"Retry-After": "2"},
+        ) from None
 
 
 def _store(
@@ -188,9 +238,9 @@ def _store(
     window = (settings.event_time_min, settings.event_time_max)
 
     def work() -> service.IngestResult:
-        # A job row locked past the attempt's bound fails it with 55P03 (is_lock_timeout),
+        # A job row locked past ETT_LOCK_TIMEOUT_S fails the batch with 55P03 (is_lock_timeout),
         # rather than holding a pooled connection for as long as the lock is held.
-        bound_lock_waits(db_session, _lock_attempt_s(settings))
+        bound_lock_waits(db_session, settings.lock_timeout_s)
         return service.ingest_batch(
             db_session=db_session,
             events=events,
@@ -221,7 +271,7 @@ def _store(
             window,
             settings.ingest_retries,
             settings.max_held_events_per_job,
-            _lock_attempt_s(settings),
+            settings.lock_timeout_s,
         )
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif("postgresql" not in DIALECTS, reason="needs Post
 JOBS = 48
 WINDOWS = 300  # progress windows per job: a claimed batch takes the worker a while
 POSTERS = 60
-IDLE_S = 3.0  # ETT_IDLE_IN_TRANSACTION_TIMEOUT_S of every process
+IDLE_S = 6.0  # ETT_IDLE_IN_TRANSACTION_TIMEOUT_S of every process
 GUARD_S = 2.0  # unrelated requests answer within this, frozen worker or not
 
 # The backend of a session that holds FOR UPDATE row locks on jobs and idles in its transaction.
