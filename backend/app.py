@@ -12,12 +12,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DataError, DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from backend import migrate, runtime
 from backend.alerts import exported as alerts_exported
 from backend.api import api_router, root_router
 from backend.config import Settings, get_settings
-from backend.db import Database, describe_error, is_retryable, with_retries
+from backend.db import Database, describe_error, is_lock_timeout, is_retryable, with_retries
 from backend.exporter.views import install_metrics
 from backend.params import DeprecationHeaders, enforce_read_bounds
 from backend.results.recompute import recompute_isolated, recompute_jobs
@@ -30,6 +31,14 @@ DESCRIPTION = (
     "Effective Training Time (ETT%) for a training fleet: every second of every job attributed "
     "to the component and team that owns it. Ingest: `POST /api/v1/events` (wire protocol v1)."
 )
+
+
+# A row lock held longer than ETT_LOCK_TIMEOUT_S (a frozen worker's claim, a long recompute).
+LOCKED_DETAIL = (
+    "a row this request writes (a job's) is locked by another transaction, such as a recompute, "
+    "for longer than ETT_LOCK_TIMEOUT_S; nothing was stored, send it again"
+)
+LOCKED_RETRY_AFTER = "2"
 
 
 def _describe_validation(err: RequestValidationError) -> str:
@@ -55,7 +64,7 @@ def create_app(
     workers of the "all" role, backend.runtime) and stops them on shutdown.
     """
     settings = settings or get_settings()
-    db = database or Database(settings.database_url)
+    db = database or runtime.build_database(settings)
     if check_schema:
         migrate.check_schema(db.engine)
 
@@ -104,6 +113,12 @@ def create_app(
                 content={"detail": "the database is busy with conflicting writes; retry"},
                 headers={"Retry-After": "1"},
             )
+        if is_lock_timeout(err):
+            return JSONResponse(
+                status_code=503,
+                content={"detail": LOCKED_DETAIL},
+                headers={"Retry-After": LOCKED_RETRY_AFTER},
+            )
         if isinstance(err, DataError):
             return JSONResponse(
                 status_code=422,
@@ -111,6 +126,16 @@ def create_app(
             )
         log.error("database error: %s", describe_error(err))
         return JSONResponse(status_code=500, content={"detail": "internal database error"})
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool_exhausted(_request: Request, err: PoolTimeout) -> JSONResponse:
+        # Every pooled connection is busy (ETT_DB_POOL_TIMEOUT_S passed): retry, never a 500.
+        log.warning("no database connection free: %s", err)
+        return JSONResponse(
+            status_code=503,
+            content={"detail": "every database connection is busy; retry shortly"},
+            headers={"Retry-After": "1"},
+        )
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> JSONResponse:
@@ -175,7 +200,22 @@ def serve(
     announce(
         f"ETT% serving ({chosen}) on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)"
     )
-    uvicorn.run(application, host=host, port=port, log_level=settings.log_level)
+    from backend.serving import Limits, fit_file_limit, guarded_protocol
+
+    limits = Limits(
+        header_timeout_s=settings.http_header_timeout_s,
+        body_timeout_s=settings.http_body_timeout_s,
+        keep_alive_timeout_s=settings.http_keep_alive_timeout_s,
+        max_connections=fit_file_limit(settings.http_max_connections),
+    )
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        http=guarded_protocol(limits),
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+    )
 
 
 def _plain_validation_errors(app: FastAPI) -> None:

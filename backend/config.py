@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.db import IDLE_IN_TRANSACTION_TIMEOUT_S, LOCK_TIMEOUT_S, POOL_TIMEOUT_S
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 
 # The values of the enumerated settings: anything else fails at start, naming these.
@@ -89,6 +90,21 @@ class Settings(BaseSettings):
     ingest_retries: int = 5
     # Ingest: events a model-scoped token may have waiting per job before its job_submitted.
     max_held_events_per_job: int = Field(default=10_000, ge=0)
+    # Postgres (docs/SCALING.md, "A frozen process"): ingest's and recompute's row-lock waits
+    # give up after this long (503 with Retry-After); a session idle inside a transaction this
+    # long is ended by the server, which releases its locks (a frozen worker's claim); a request
+    # waits this long for a pooled connection, then is answered 503. 0 = no bound.
+    lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, ge=0)
+    idle_in_transaction_timeout_s: float = Field(default=IDLE_IN_TRANSACTION_TIMEOUT_S, ge=0)
+    db_pool_timeout_s: float = Field(default=POOL_TIMEOUT_S, ge=0)
+    # `ett serve` (docs/SCALING.md, "Serving without a proxy"): a request's head must arrive
+    # within the header timeout and its body within the body timeout (else 408); an idle
+    # kept-alive connection is closed after the keep-alive timeout; past the connection cap a
+    # new connection displaces the oldest one still waiting for a request head. 0 = no bound.
+    http_header_timeout_s: float = Field(default=10.0, ge=0)
+    http_body_timeout_s: float = Field(default=60.0, ge=0)
+    http_keep_alive_timeout_s: int = Field(default=5, ge=1)
+    http_max_connections: int = Field(default=4096, ge=16)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Engine, MetaData, create_engine, event
+from sqlalchemy import JSON, Engine, MetaData, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -58,17 +58,45 @@ def _sqlite_engine(url: str, *, read_only: bool, **kwargs: Any) -> Engine:
     return engine
 
 
-def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> Engine:
+# The pool's defaults: how long a request waits for a free connection before it is answered
+# 503 (ETT_DB_POOL_TIMEOUT_S), and how long a server session may sit idle inside a transaction
+# before the server ends it and releases its locks (ETT_IDLE_IN_TRANSACTION_TIMEOUT_S).
+POOL_TIMEOUT_S = 5.0
+IDLE_IN_TRANSACTION_TIMEOUT_S = 120.0
+
+
+def make_engine(
+    url: str,
+    *,
+    read_only: bool = False,
+    pool_timeout_s: float = POOL_TIMEOUT_S,
+    idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S,
+    **kwargs: Any,
+) -> Engine:
     """Create an engine with the right options for SQLite or a server database.
 
     read_only (SQLite): sessions that can only read and never take the write lock.
+    pool_timeout_s, idle_in_transaction_timeout_s (Postgres; 0 = no bound): the longest wait
+    for a pooled connection, and the longest a session may idle in an open transaction (a
+    frozen process's locks are released after it).
     """
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         return _sqlite_engine(url, read_only=read_only, **kwargs)
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
+    if idle_in_transaction_timeout_s > 0:
+        ms = max(1, round(idle_in_transaction_timeout_s * 1000))
+        options = f"-c idle_in_transaction_session_timeout={ms}"
+        kwargs["connect_args"] = {"options": options, **kwargs.get("connect_args", {})}
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=20,
+        pool_timeout=pool_timeout_s if pool_timeout_s > 0 else None,
+        **kwargs,
+    )
 
 
 T = TypeVar("T")
@@ -83,6 +111,29 @@ def is_retryable(err: BaseException) -> bool:
     if getattr(orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
         return True
     return isinstance(err, OperationalError) and "database is locked" in str(err)
+
+
+# Postgres SQLSTATE 55P03 (lock_not_available): a lock wait outlasted lock_timeout.
+LOCK_TIMEOUT_SQLSTATE = "55P03"
+# The longest a transaction waits for one row lock by default (ETT_LOCK_TIMEOUT_S).
+LOCK_TIMEOUT_S = 2.0
+
+
+def is_lock_timeout(err: BaseException) -> bool:
+    """True for a statement that gave up waiting for a lock (bound_lock_waits); retry later."""
+    return getattr(getattr(err, "orig", None), "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE
+
+
+def bound_lock_waits(db_session: Session, seconds: float | None = LOCK_TIMEOUT_S) -> None:
+    """Make every lock wait of the current transaction give up after `seconds` (Postgres).
+
+    A wait that runs out raises an error with SQLSTATE 55P03 (is_lock_timeout). SET LOCAL ends
+    with the transaction: call it at the start of each one (again after a rollback). SQLite
+    has one writer at a time and its own busy timeout: a no-op there. None or 0: no bound.
+    """
+    if not seconds or seconds <= 0 or db_session.get_bind().dialect.name != "postgresql":
+        return
+    db_session.execute(text(f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}"))
 
 
 def describe_error(err: BaseException, limit: int = 1_000) -> str:
@@ -130,6 +181,7 @@ class Database:
     """One engine plus its session factory; the app and the CLI each hold one."""
 
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        """engine_kwargs go to make_engine (pool_timeout_s, idle_in_transaction_timeout_s, ...)."""
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)

@@ -53,8 +53,14 @@ def build_settings() -> Settings:
 
 
 def build_database(settings: Settings) -> Database:
-    """The database of these settings."""
-    return Database(settings.database_url)
+    """The database of these settings, with their pool wait and idle-in-transaction bounds."""
+    if settings.is_sqlite:
+        return Database(settings.database_url)
+    return Database(
+        settings.database_url,
+        pool_timeout_s=settings.db_pool_timeout_s,
+        idle_in_transaction_timeout_s=settings.idle_in_transaction_timeout_s,
+    )
 
 
 def resolve_role(role: str | None, settings: Settings) -> Role:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -14,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
-from backend.db import describe_error, is_retryable, with_retries
+from backend.db import bound_lock_waits, describe_error, is_lock_timeout, is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.events import store as event_store
 from backend.health import count_ingest
@@ -106,7 +109,10 @@ _BODY_DOC = {
         403: {"description": "token not allowed for this job's model"},
         413: {"description": "over 10,000 events or 5 MiB"},
         415: {"description": "not application/json"},
-        503: {"description": "concurrency conflicts outlasted the retries: nothing stored, resend"},
+        503: {
+            "description": "concurrency conflicts outlasted the retries, or a job's row stayed "
+            "locked past ETT_LOCK_TIMEOUT_S: nothing stored, resend after Retry-After"
+        },
     },
 )
 async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:
@@ -134,7 +140,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             f"batch of {len(events)} events is over the {settings.max_batch_events} event "
             "limit; split it",
         )
-    result = await run_in_threadpool(_store, db_session, events, token, settings)
+    result = await _store_waiting_for_locks(request, db_session, events, token, settings)
     count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
@@ -147,26 +153,109 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
     )
 
 
+# How long a batch waits for its turn behind this process's other batches of the same jobs.
+TURN_WAIT_S = 30.0
+
+
+class TurnTimeout(Exception):
+    """A batch waited TURN_WAIT_S for its jobs' turn (answered 503)."""
+
+
+class JobTurns:
+    """In-process turns per job id: one batch per job at a time waits in the database.
+
+    The others wait here, holding no pooled connection and no thread. So batches posted into
+    jobs a frozen worker holds take at most one connection per job, whatever their number,
+    and unrelated requests keep theirs. Locks are taken in job id order (no cycle).
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, job_ids: list[str], timeout_s: float) -> AsyncIterator[None]:
+        """Hold every job's turn, waiting at most timeout_s (TurnTimeout past it)."""
+        ordered = sorted(set(job_ids))
+        for job_id in ordered:
+            self._users[job_id] = self._users.get(job_id, 0) + 1
+            self._locks.setdefault(job_id, asyncio.Lock())
+        held: list[asyncio.Lock] = []
+        try:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    for job_id in ordered:
+                        lock = self._locks[job_id]
+                        await lock.acquire()
+                        held.append(lock)
+            except TimeoutError:
+                raise TurnTimeout from None
+            yield
+        finally:
+            for lock in held:
+                lock.release()
+            for job_id in ordered:
+                self._users[job_id] -= 1
+                if not self._users[job_id]:
+                    del self._users[job_id], self._locks[job_id]
+
+
+def _job_ids(events: list[Any]) -> list[str]:
+    return [e["job_id"] for e in events if isinstance(e, dict) and isinstance(e.get("job_id"), str)]
+
+
+async def _store_waiting_for_locks(
+    request: Request, db_session: Any, events: list[Any], token: Any, settings: Settings
+) -> service.IngestResult:
+    """_store once this process's earlier batches of the same jobs are done (JobTurns).
+
+    In the database the batch waits for a locked job row (a recompute, a frozen worker's
+    claim) at most ETT_LOCK_TIMEOUT_S; then the lock timeout goes to the app's handler (503).
+    """
+    # One JobTurns per event loop (asyncio locks belong to one; a test may drive an app from
+    # several). Unused turns are dropped, so a reused loop id finds nothing stale.
+    by_loop = getattr(request.app.state, "job_turns", None)
+    if by_loop is None:
+        by_loop = request.app.state.job_turns = {}
+    turns = by_loop.setdefault(id(asyncio.get_running_loop()), JobTurns())
+    try:
+        async with turns.turn(_job_ids(events), TURN_WAIT_S):
+            return await run_in_threadpool(_store, db_session, events, token, settings)
+    except TurnTimeout:
+        log.warning("a batch waited %.0f s for its jobs' turn; answered 503", TURN_WAIT_S)
+        raise HTTPException(
+            503,
+            f"this batch's jobs were busy with other batches for {TURN_WAIT_S:.0f} s; send it "
+            "again",
+            headers={"Retry-After": "2"},
+        ) from None
+
+
 def _store(
     db_session: Any, events: list[Any], token: Any, settings: Settings
 ) -> service.IngestResult:
     """Store the batch in one transaction, retried on deadlocks; per event if it fails anyway."""
     window = (settings.event_time_min, settings.event_time_max)
-    try:
-        result = with_retries(
-            db_session,
-            lambda: service.ingest_batch(
-                db_session=db_session,
-                events=events,
-                token=token,
-                time_window=window,
-                max_held_per_job=settings.max_held_events_per_job,
-            ),
-            retries=settings.ingest_retries,
+
+    def work() -> service.IngestResult:
+        # A job row locked past ETT_LOCK_TIMEOUT_S fails the batch with 55P03 (is_lock_timeout),
+        # rather than holding a pooled connection for as long as the lock is held.
+        bound_lock_waits(db_session, settings.lock_timeout_s)
+        return service.ingest_batch(
+            db_session=db_session,
+            events=events,
+            token=token,
+            time_window=window,
+            max_held_per_job=settings.max_held_events_per_job,
         )
+
+    try:
+        result = with_retries(db_session, work, retries=settings.ingest_retries)
     except service.ModelNotAllowed as err:
         raise HTTPException(403, str(err)) from None
     except DBAPIError as err:
+        if is_lock_timeout(err):
+            raise
         if is_retryable(err):
             raise _busy(err) from None
         # A value the validation let through and the database refused: store what it takes.
@@ -182,6 +271,7 @@ def _store(
             window,
             settings.ingest_retries,
             settings.max_held_events_per_job,
+            settings.lock_timeout_s,
         )
     if result.rejected:
         log.warning("rejected %d of %d events", len(result.rejected), len(events))
@@ -195,23 +285,27 @@ def _store_each(
     window: tuple[float, float],
     retries: int,
     max_held: int,
+    lock_timeout_s: float,
 ) -> service.IngestResult:
     """Fallback: one transaction per event; the ones the database refuses are kept as rejected."""
     total = service.IngestResult()
+
+    def one_event(raw: Any) -> service.IngestResult:
+        bound_lock_waits(db_session, lock_timeout_s)
+        return service.ingest_batch(
+            db_session=db_session,
+            events=[raw],
+            token=token,
+            time_window=window,
+            max_held_per_job=max_held,
+        )
+
     for index, raw in enumerate(events):
         try:
-            one = with_retries(
-                db_session,
-                lambda raw=raw: service.ingest_batch(
-                    db_session=db_session,
-                    events=[raw],
-                    token=token,
-                    time_window=window,
-                    max_held_per_job=max_held,
-                ),
-                retries=retries,
-            )
+            one = with_retries(db_session, lambda raw=raw: one_event(raw), retries=retries)
         except DBAPIError as err:
+            if is_lock_timeout(err):
+                raise
             if is_retryable(err):
                 raise _busy(err) from None
             error = f"event: the database refused it ({type(err.orig or err).__name__})"

@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import Database, describe_error
+from backend.db import LOCK_TIMEOUT_S, Database, bound_lock_waits, describe_error, is_lock_timeout
 from backend.ett.engine import JobETT, account, compute_job, compute_parts
 from backend.ett.incremental import AccountState, NeedsFull, extend, rules_key, settle
 from backend.ett.models import JobAccountingState, JobResult
@@ -83,6 +84,10 @@ def compute(
         abandon_timeout_s=settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
         custom_phases=custom_phases,
     )
+
+
+def _lock_timeout(settings: Settings | None) -> float:
+    return settings.lock_timeout_s if settings is not None else LOCK_TIMEOUT_S
 
 
 def _lock_job(db_session: Session, job_id: str, *, skip_locked: bool) -> bool:
@@ -165,8 +170,10 @@ def recompute_job(
     transaction (once for a batch). With claimed=True the caller holds the row lock already
     (claim_dirty_job).
     """
-    if not claimed and not _lock_job(db_session, job_id, skip_locked=skip_locked):
-        return None
+    if not claimed:
+        bound_lock_waits(db_session, _lock_timeout(settings))
+        if not _lock_job(db_session, job_id, skip_locked=skip_locked):
+            return None
     seen, pruned = db_session.execute(
         select(Job.updated_at, Job.raw_pruned_at).where(Job.job_id == job_id)
     ).one_or_none() or (None, None)
@@ -300,6 +307,11 @@ def recompute_isolated(
             db_session.commit()
         except Exception as err:  # noqa: BLE001 - one bad job must not stop the others
             db_session.rollback()
+            if is_lock_timeout(err):
+                # Another transaction holds the job (or its rollups): not the job's fault.
+                # It stays marked and is computed on a later pass.
+                log.info("job %s is locked elsewhere; left for a later pass", job_id)
+                continue
             RECOMPUTE_FAILURES.inc()
             quarantine.record_failure(
                 db_session=db_session,
@@ -372,6 +384,7 @@ def recompute_claimed(
         if should_stop is not None and should_stop():
             break
         size = batch if limit is None else max(1, min(batch, limit - tried))
+        bound_lock_waits(db_session, _lock_timeout(settings))
         claims = claim_dirty_jobs(db_session=db_session, limit=size, now=now)
         if not claims:
             db_session.commit()
@@ -468,20 +481,36 @@ def recompute_all(
     db_session.commit()
     custom = custom_phases_for(db_session=db_session, settings=settings)
     done = 0
+    busy: list[str] = []
     for job_id in tqdm(ids, desc="recompute", unit="job", disable=not progress):
-        result = recompute_job(
-            db_session=db_session,
-            job_id=job_id,
-            settings=settings,
-            now=now,
-            custom_phases=custom,
-            incremental=False,
-        )
+        try:
+            result = recompute_job(
+                db_session=db_session,
+                job_id=job_id,
+                settings=settings,
+                now=now,
+                custom_phases=custom,
+                incremental=False,
+            )
+        except DBAPIError as err:
+            if not is_lock_timeout(err):
+                raise
+            # Held past ETT_LOCK_TIMEOUT_S by a worker's recompute (which stores it) or an
+            # ingest (which marks it for the worker): either way it is recomputed.
+            db_session.rollback()
+            busy.append(job_id)
+            continue
         if job_id in held:
             quarantine.release(db_session=db_session, job_ids=[job_id])
         db_session.commit()
         if result is not None:
             done += 1
+    if busy:
+        log.warning(
+            "%d jobs were locked by another transaction and left to it: %s",
+            len(busy),
+            ", ".join(busy[:10]),
+        )
     return done
 
 
