@@ -26,6 +26,8 @@ TOKEN_PREFIX = "ett_"
 LAST_USED_RESOLUTION_S = 60.0
 MAX_LIFETIME_S = 3650 * 86400.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}$")
+# An id as `revoke` reads one: ASCII digits only (str.isdigit also takes "¹" and "²").
+_ID = re.compile(r"[0-9]{1,19}")
 
 
 class TokenRefused(Exception):
@@ -67,6 +69,11 @@ def create(
     name = check_name(name)
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if models is not None and not list(models):
+        raise ValueError(
+            "models: an empty list would let the token write no model; list the models it may "
+            'write (e.g. ["ranker-v2"]), or leave models out for a token that writes any model'
+        )
     clean_tree(list(models or []), "models")
     if expires_in_s is not None and not (0 < expires_in_s <= MAX_LIFETIME_S):
         raise ValueError("expires in must be a positive duration of at most 3650d, e.g. 30d or 12h")
@@ -161,7 +168,7 @@ def find(*, db_session: Session, ref: str) -> ApiToken:
     if not ref or len(ref) > 128 or text_problem(ref):
         raise TokenNotFound(f"no token named {ref[:40]!r}")
     row = db_session.scalar(select(ApiToken).where(ApiToken.name == ref))
-    if row is None and ref.isdigit() and int(ref) < 2**63:
+    if row is None and _ID.fullmatch(ref) and int(ref) < 2**63:
         row = db_session.get(ApiToken, int(ref))
     if row is None:
         raise TokenNotFound(f"no token named {ref[:40]!r}; `ett token list` shows names and ids")

@@ -1,0 +1,44 @@
+"""Issue 24 item 11, the small ones: each answers a 4xx in words or the right answer, never 5xx."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_revoke_with_a_superscript_digit_is_404_not_500(
+    client: TestClient, make_token: Callable[..., str]
+) -> None:
+    admin = make_token("admin", name="root")
+    for ref in ("\u00b9", "\u00b2\u00b3", "\u0663"):  # ¹, ²³, Arabic-Indic three
+        r = client.post(f"/api/v1/tokens/{ref}/revoke", headers=_auth(admin))
+        assert r.status_code == 404, r.text
+        assert r.json()["detail"].startswith(f"no token named {ref!r}")
+    # An id in ASCII digits still finds its token.
+    listed = client.get("/api/v1/tokens", headers=_auth(admin)).json()
+    root_id = next(t["id"] for t in listed if t["name"] == "root")
+    made = client.post("/api/v1/tokens", json={"name": "ci"}, headers=_auth(admin)).json()
+    r = client.post(f"/api/v1/tokens/{made['id']}/revoke", headers=_auth(admin))
+    assert r.status_code == 200 and r.json()["name"] == "ci" and r.json()["status"] == "revoked"
+    assert made["id"] != root_id
+
+
+def test_token_with_an_empty_model_list_is_refused(
+    client: TestClient, make_token: Callable[..., str]
+) -> None:
+    admin = make_token("admin")
+    r = client.post("/api/v1/tokens", json={"name": "nobody", "models": []}, headers=_auth(admin))
+    assert r.status_code == 422, r.text
+    assert "models: an empty list would let the token write no model" in r.json()["detail"]
+    names = [t["name"] for t in client.get("/api/v1/tokens", headers=_auth(admin)).json()]
+    assert "nobody" not in names
+    # Leaving models out is still the unrestricted token, and a list limits it.
+    r = client.post("/api/v1/tokens", json={"name": "some", "models": ["m1"]}, headers=_auth(admin))
+    assert r.status_code == 201 and r.json()["models"] == ["m1"]
+    r = client.post("/api/v1/tokens", json={"name": "any"}, headers=_auth(admin))
+    assert r.status_code == 201 and r.json()["models"] is None
