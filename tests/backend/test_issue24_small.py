@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from backend.db import Database
+
+# Generous: a wait behind the lock is the busy timeout, 30 s; an answer takes well under 1 s.
+HANG_GUARD_S = 15.0
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -42,3 +50,20 @@ def test_token_with_an_empty_model_list_is_refused(
     assert r.status_code == 201 and r.json()["models"] == ["m1"]
     r = client.post("/api/v1/tokens", json={"name": "any"}, headers=_auth(admin))
     assert r.status_code == 201 and r.json()["models"] is None
+
+
+def test_metrics_answers_while_a_write_transaction_is_open(
+    client: TestClient, database: Database
+) -> None:
+    # On SQLite a writer holds the database's one write lock until it commits (BEGIN IMMEDIATE).
+    answers: list[Any] = []
+    with database.engine.connect() as writer, writer.begin():
+        writer.execute(text("UPDATE api_tokens SET revoked = revoked"))
+        reader = threading.Thread(target=lambda: answers.append(client.get("/metrics")))
+        reader.start()
+        reader.join(HANG_GUARD_S)
+        alive = reader.is_alive()
+    reader.join()
+    assert not alive, f"/metrics waited over {HANG_GUARD_S} s behind a write transaction"
+    assert answers[0].status_code == 200
+    assert "ett_exporter_database_up 1.0" in answers[0].text
