@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from backend.app import create_app
+from backend.config import Settings
 from backend.db import Database
 
 # Generous: a wait behind the lock is the busy timeout, 30 s; an answer takes well under 1 s.
@@ -67,3 +70,33 @@ def test_metrics_answers_while_a_write_transaction_is_open(
     assert not alive, f"/metrics waited over {HANG_GUARD_S} s behind a write transaction"
     assert answers[0].status_code == 200
     assert "ett_exporter_database_up 1.0" in answers[0].text
+
+
+@pytest.fixture
+def full_client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    """The app with its dashboard mounted at "/", as `ett serve` runs it."""
+    app = create_app(settings, database=database, start_workers=False, with_dashboard=True)
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/api/v1/events", "POST"),
+        ("DELETE", "/api/v1/tokens", "GET, POST"),
+        ("GET", "/v1/traces", "POST"),
+    ],
+)
+def test_a_known_path_with_another_method_is_405(
+    full_client: TestClient, method: str, path: str, allow: str
+) -> None:
+    r = full_client.request(method, path)
+    assert r.status_code == 405, r.text[:200]
+    assert r.headers["allow"] == allow
+    assert r.json()["detail"] == f"{method} is not allowed on {path}; use {allow}"
+    # An unknown API path is still a 404, and the dashboard still answers its pages.
+    assert (
+        full_client.get("/api/v1/no-such").json()["detail"] == "no such API path: /api/v1/no-such"
+    )
+    assert full_client.get("/").status_code == 200
