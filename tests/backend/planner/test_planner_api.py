@@ -243,3 +243,20 @@ def test_a_tiny_half_life_weighs_the_newest_job_not_500(seeded, client):
     assert what_if.status_code == 200, what_if.text[:300]
     (one,) = what_if.json()["models"]
     assert one["fit"]["effective_jobs"] == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("interval", [5e-324, 0.5])
+def test_a_sub_second_interval_is_refused_not_nan(seeded, client, interval):
+    model = _fleet_model()
+    r = client.post(
+        "/api/v1/plan/what-if",
+        json={"model": model, "change": {"interval_s": interval}, **RANGE},
+    )
+    assert r.status_code == 422, r.text[:300]
+    assert r.json()["detail"] == "change.interval_s: Input should be greater than or equal to 1"
+    ok = client.post(
+        "/api/v1/plan/what-if", json={"model": model, "change": {"interval_s": 1}, **RANGE}
+    )
+    assert ok.status_code == 200, ok.text[:300]
+    (one,) = ok.json()["models"]
+    assert 0 <= one["ett_pct_after"] <= 100 and one["ett_pct_after"] < one["ett_pct_before"]
