@@ -6,13 +6,16 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
+from dash import html
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
+from dashboard.components import annotation_list
 
 # Generous: a wait behind the lock is the busy timeout, 30 s; an answer takes well under 1 s.
 HANG_GUARD_S = 15.0
@@ -100,3 +103,38 @@ def test_a_known_path_with_another_method_is_405(
         full_client.get("/api/v1/no-such").json()["detail"] == "no such API path: /api/v1/no-such"
     )
     assert full_client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("link", ["//evil.example/login", "/\\evil.example/login", "/a\\b"])
+def test_an_annotation_link_that_leads_off_site_is_refused(
+    client: TestClient, admin_token: str, link: str
+) -> None:
+    body = {"ts": "2026-06-01T00:00:00Z", "title": "rollout", "link": link}
+    r = client.post("/api/v1/annotations", json=body, headers=_auth(admin_token))
+    assert r.status_code == 422, r.text
+    assert (
+        "a path on this server starts with a single / and holds no backslash"
+        in (r.json()["detail"])
+    )
+    for fine in ("/plan", "https://wiki.example/rollout/42"):
+        ok = client.post(
+            "/api/v1/annotations", json={**body, "link": fine}, headers=_auth(admin_token)
+        )
+        assert ok.status_code == 201 and ok.json()["link"] == fine
+
+
+def test_a_stored_off_site_path_is_drawn_as_text_not_a_link() -> None:
+    notes = pd.DataFrame(
+        {
+            "ts": pd.to_datetime(["2026-06-01", "2026-06-02"]),
+            "title": ["old", "new"],
+            "link": ["//evil.example/x", "/plan"],
+            "model": [None, None],
+        }
+    )
+    listed = annotation_list("notes", notes)
+    assert listed is not None
+    items = {str(li.children[1]): li.children[1] for li in listed.children[1].children}
+    anchors = [c for c in items.values() if isinstance(c, html.A)]
+    assert [(a.children, a.href) for a in anchors] == [("new", "/plan")]
+    assert "old" in items  # the title alone, no anchor
