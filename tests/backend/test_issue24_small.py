@@ -138,3 +138,40 @@ def test_a_stored_off_site_path_is_drawn_as_text_not_a_link() -> None:
     anchors = [c for c in items.values() if isinstance(c, html.A)]
     assert [(a.children, a.href) for a in anchors] == [("new", "/plan")]
     assert "old" in items  # the title alone, no anchor
+
+
+@pytest.fixture
+def locked(settings: Settings, database: Database) -> Iterator[TestClient]:
+    """API and dashboard with reads closed to anonymous callers (the sign-in form is on)."""
+    closed = settings.model_copy(update={"read_token_required": True})
+    app = create_app(closed, database=database, start_workers=False)
+    with TestClient(app, follow_redirects=False) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "https://evil.example/page"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
+def test_a_cross_site_sign_in_is_refused(
+    locked: TestClient, make_token: Callable[..., str], headers: dict[str, str]
+) -> None:
+    reader = make_token("read")
+    r = locked.post("/login", data={"token": reader, "next": "/"}, headers=headers)
+    assert r.status_code == 403, r.text
+    assert r.json()["detail"].startswith("sign-in refused: the form was sent from ")
+    assert "not from this dashboard" in r.json()["detail"]
+    assert "ett_token" not in r.headers.get("set-cookie", "")
+    # The dashboard's own form (same origin) signs in, with a SameSite=strict cookie.
+    own = locked.post(
+        "/login",
+        data={"token": reader, "next": "/"},
+        headers={"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert own.status_code == 303
+    assert "SameSite=strict" in own.headers["set-cookie"]
