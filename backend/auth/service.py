@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Engine, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
+from backend.db import SQLITE_BUSY_TIMEOUT_MS
 from backend.text import clean_tree, text_problem
 from backend.timefmt import rfc3339
 
@@ -106,8 +107,11 @@ def status(token: ApiToken, now: float | None = None) -> str:
     return "active"
 
 
-def resolve(*, db_session: Session, secret: str, now: float | None = None) -> ApiToken:
-    """The live token for a secret, or TokenRefused saying why not; records its use."""
+def resolve(
+    *, db_session: Session, secret: str, now: float | None = None, record_use: bool = True
+) -> ApiToken:
+    """The live token for a secret, or TokenRefused saying why not; records its use unless told
+    not to (the caller then records it with `record_use`, in a bounded write of its own)."""
     row = db_session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
     if row is None:
         raise TokenRefused("unknown token")
@@ -121,7 +125,8 @@ def resolve(*, db_session: Session, secret: str, now: float | None = None) -> Ap
             f"token {row.name!r} expired at {rfc3339(row.expires_at)}; "
             "create a new one with `ett token create`"
         )
-    touch(db_session=db_session, token=row, now=now)
+    if record_use:
+        touch(db_session=db_session, token=row, now=now)
     return row
 
 
@@ -160,6 +165,50 @@ def touch(*, db_session: Session, token: ApiToken, now: float) -> None:
     except SQLAlchemyError as err:  # a busy database must not refuse a valid token
         db_session.rollback()
         log.debug("could not record the use of token %s: %s", token.name, err)
+
+
+# How long recording a token's use may wait for a lock: it is bookkeeping, never worth a
+# request's time (a wait behind a writer was SQLite's 30 s busy timeout, or an unbounded row lock).
+RECORD_USE_WAIT_MS = 200
+
+
+def record_use(*, engine: Engine, token: ApiToken, now: float | None = None) -> None:
+    """Move last_used_at to now if it is older than a minute, best effort and never slow.
+
+    Its own connection; a lock it cannot get within RECORD_USE_WAIT_MS skips the write (the next
+    minute's request writes it), and on Postgres the commit does not wait for the WAL flush.
+    """
+    now = time.time() if now is None else now
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION_S:
+        return
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        raw = conn.connection.driver_connection if sqlite else None
+        try:
+            if raw is not None:  # before BEGIN IMMEDIATE, which is where SQLite waits
+                raw.execute(f"PRAGMA busy_timeout={RECORD_USE_WAIT_MS}")
+            elif conn.dialect.name == "postgresql":
+                conn.execute(text(f"SET LOCAL lock_timeout = '{RECORD_USE_WAIT_MS}ms'"))
+                conn.execute(text("SET LOCAL synchronous_commit = off"))
+            conn.execute(
+                update(ApiToken)
+                .where(
+                    ApiToken.id == token.id,
+                    or_(
+                        ApiToken.last_used_at.is_(None),
+                        ApiToken.last_used_at < now - LAST_USED_RESOLUTION_S,
+                    ),
+                )
+                .values(last_used_at=now)
+            )
+            conn.commit()
+            token.last_used_at = now
+        except SQLAlchemyError as err:  # a busy database must not slow or refuse a valid token
+            conn.rollback()
+            log.debug("could not record the use of token %s: %s", token.name, err)
+        finally:
+            if raw is not None:
+                raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
 
 
 def find(*, db_session: Session, ref: str) -> ApiToken:
