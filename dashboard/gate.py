@@ -47,13 +47,16 @@ class TokenCheck:
         """None when the secret opens the dashboard; otherwise why not ('' when none was sent)."""
         if not secret:
             return ""
-        with self.database.session() as s:
+        # A read (on SQLite it takes no write lock); the use is recorded in a bounded write.
+        with self.database.read_session() as s:
             try:
-                row = auth_service.resolve(db_session=s, secret=secret)
+                row = auth_service.resolve(db_session=s, secret=secret, record_use=False)
             except auth_service.TokenRefused as err:
                 return f"{str(err)[:1].upper()}{str(err)[1:]}."
-            if not auth_service.allows_scope(row, "read"):
-                return f"Token {row.name!r} has scope {row.scope!r}; the dashboard needs read or admin."
+            s.expunge(row)
+        auth_service.record_use(engine=self.database.engine, token=row)
+        if not auth_service.allows_scope(row, "read"):
+            return f"Token {row.name!r} has scope {row.scope!r}; the dashboard needs read or admin."
         return None
 
     def allows(self, secret: str | None) -> bool:
