@@ -31,6 +31,10 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+# How long a SQLite statement waits for the write lock before "database is locked".
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
 def _sqlite_engine(url: str, *, read_only: bool, **kwargs: Any) -> Engine:
     """A SQLite engine in WAL mode: writers take the lock up front, readers never take it."""
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
@@ -43,7 +47,7 @@ def _sqlite_engine(url: str, *, read_only: bool, **kwargs: Any) -> Engine:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         if read_only:
             cur.execute("PRAGMA query_only=ON")
         cur.close()

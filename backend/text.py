@@ -61,3 +61,22 @@ def inline(value: object) -> str:
         else:
             out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
     return "".join(out)
+
+
+def link_problem(link: str) -> str | None:
+    """Why a link may not be shown as one, in words, or None for an http(s) URL with a host or
+    a path on this server. Browsers read `//host/x` and `/\\host/x` (a backslash is a slash to
+    them) as links to another site, so a "path" must start with exactly one slash and hold none."""
+    if any(ord(c) < 32 or c == "\x7f" for c in link):
+        return "must not contain control characters"
+    if link.startswith("/"):
+        if link.startswith(("//", "/\\")) or "\\" in link:
+            return (
+                "a path on this server starts with a single / and holds no backslash "
+                "(//host and /\\host lead to another site); give an http(s) URL for one"
+            )
+        return None
+    scheme, sep, rest = link.partition("://")
+    if scheme.lower() in ("http", "https") and sep and rest and rest[0] not in "/\\?#":
+        return None
+    return "must be an http(s) URL (e.g. https://wiki.example/rollout) or a path such as /plan"

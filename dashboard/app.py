@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import parse_qsl, urlencode
@@ -24,6 +25,7 @@ from dash import Dash, Input, Output, dcc, html
 from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
@@ -158,14 +160,40 @@ def mount_dashboard(app: FastAPI, *, settings: Settings, database: Database) -> 
         check = gate.TokenCheck(database)
         gate.add_login_routes(app, check)
         served = gate.guard(served, check)
-    app.mount("/", _api_paths_not_found(served), name="dashboard")
+    app.mount("/", _api_paths_not_found(served, app), name="dashboard")
 
 
-def _api_paths_not_found(asgi_app: ASGIApp) -> ASGIApp:
-    """Unknown /api/... paths answer a JSON 404, not the dashboard's HTML page."""
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(routes: Iterable[BaseRoute], scope: Scope) -> list[str]:
+    """The methods some route takes on the request's path, when none takes its method."""
+    others = [r for r in routes if not isinstance(r, Mount) or r.path]  # not "/" (the dashboard)
+    if not any(r.matches(scope)[0] == Match.PARTIAL for r in others):
+        return []
+    return [
+        m
+        for m in _METHODS
+        if any(r.matches({**scope, "method": m})[0] == Match.FULL for r in others)
+    ]
+
+
+def _api_paths_not_found(asgi_app: ASGIApp, api: FastAPI) -> ASGIApp:
+    """A route's path with another method answers 405 with Allow; unknown /api/... paths a
+    JSON 404; neither falls through to the dashboard's HTML page (which catches "/")."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        allowed = _allowed_methods(api.router.routes, scope) if scope["type"] == "http" else []
+        if allowed:
+            methods = ", ".join(allowed)
+            response = JSONResponse(
+                {"detail": f"{scope['method']} is not allowed on {path}; use {methods}"},
+                status_code=405,
+                headers={"Allow": methods},
+            )
+            await response(scope, receive, send)
+            return
         if scope["type"] == "http" and (path == "/api" or path.startswith("/api/")):
             response = JSONResponse({"detail": f"no such API path: {path}"}, status_code=404)
             await response(scope, receive, send)

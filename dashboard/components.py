@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, dash_table, dcc, html
 
+from backend.text import link_problem
 from dashboard import numbers
 from dashboard.filters import Filters
 
@@ -126,7 +127,9 @@ def annotation_list(element_id: str, notes: Any, *, most: int = 8) -> html.Detai
         html.Li(
             [
                 html.Span(f"{ts:%Y-%m-%d} ", className="ett-note-date"),
-                html.A(title, href=link) if isinstance(link, str) and link else title,
+                html.A(title, href=link)
+                if isinstance(link, str) and link and link_problem(link) is None
+                else title,
                 html.Span(f" · {model}", className="ett-note") if isinstance(model, str) else "",
             ]
         )

@@ -4,7 +4,7 @@ token, as a bearer header or from the /login page (an HttpOnly cookie), opens it
 from __future__ import annotations
 
 import html
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -47,13 +47,16 @@ class TokenCheck:
         """None when the secret opens the dashboard; otherwise why not ('' when none was sent)."""
         if not secret:
             return ""
-        with self.database.session() as s:
+        # A read (on SQLite it takes no write lock); the use is recorded in a bounded write.
+        with self.database.read_session() as s:
             try:
-                row = auth_service.resolve(db_session=s, secret=secret)
+                row = auth_service.resolve(db_session=s, secret=secret, record_use=False)
             except auth_service.TokenRefused as err:
                 return f"{str(err)[:1].upper()}{str(err)[1:]}."
-            if not auth_service.allows_scope(row, "read"):
-                return f"Token {row.name!r} has scope {row.scope!r}; the dashboard needs read or admin."
+            s.expunge(row)
+        auth_service.record_use(engine=self.database.engine, token=row)
+        if not auth_service.allows_scope(row, "read"):
+            return f"Token {row.name!r} has scope {row.scope!r}; the dashboard needs read or admin."
         return None
 
     def allows(self, secret: str | None) -> bool:
@@ -114,6 +117,24 @@ def guard(asgi_app: ASGIApp, check: TokenCheck) -> ASGIApp:
     return app
 
 
+def _cross_site(request: Request) -> str | None:
+    """The other site a browser says this request came from, or None for this one (or none).
+
+    The browser's Origin header (sent with every cross-origin POST), else its Referer, must name
+    this server's own host and port; Sec-Fetch-Site: cross-site is refused too. A client that
+    sends none of them (curl, a script) is no browser on another site, and is let through.
+    """
+    if request.headers.get("sec-fetch-site", "").lower() == "cross-site":
+        return request.headers.get("origin") or "another site"
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source:
+        return None
+    if source == "null":
+        return "an opaque origin (null)"
+    host = urlsplit(source).netloc.lower()
+    return None if host and host == request.headers.get("host", "").lower() else source[:200]
+
+
 def add_login_routes(app: FastAPI, check: TokenCheck) -> None:
     """GET/POST /login and /logout, registered before the dashboard's catch-all mount."""
 
@@ -123,6 +144,16 @@ def add_login_routes(app: FastAPI, check: TokenCheck) -> None:
 
     @app.post("/login", include_in_schema=False)
     async def login(request: Request) -> Response:
+        foreign = _cross_site(request)
+        if foreign is not None:
+            # Login CSRF: another site's form would sign this browser in with a token of its own.
+            return JSONResponse(
+                {
+                    "detail": f"sign-in refused: the form was sent from {foreign}, not from this "
+                    "dashboard; open /login here and sign in"
+                },
+                status_code=403,
+            )
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         target = _safe_next((form.get("next") or ["/"])[0])

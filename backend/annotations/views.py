@@ -12,6 +12,7 @@ from backend.annotations import service
 from backend.auth.deps import AdminAccess, ReadAccess
 from backend.deps import SessionDep
 from backend.params import epoch, time_range
+from backend.text import link_problem
 from backend.timefmt import rfc3339
 
 router = APIRouter(prefix="/annotations", tags=["annotations"])
@@ -36,8 +37,9 @@ class AnnotationIn(BaseModel):
     @field_validator("link")
     @classmethod
     def _http_link(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://", "/")):
-            raise ValueError("must be an http(s) URL or a path on this server")
+        problem = link_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
         return value
 
 

@@ -65,7 +65,7 @@ def token_create(
         with db.session() as s:
             try:
                 row, secret = service.create(
-                    db_session=s, name=name, scope=scope, models=model, expires_in_s=expires
+                    db_session=s, name=name, scope=scope, models=model or None, expires_in_s=expires
                 )
             except ValueError as err:
                 _fail(str(err).replace("pick another name", "pick another --name"))

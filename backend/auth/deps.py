@@ -30,17 +30,23 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
             "(create one with `ett token create`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    # A session of its own: recording the token's use commits, and must not take the request's
-    # own transaction (or its locks) with it. It writes, so it is never the read-only engine
-    # that GET requests get on SQLite.
+    # The lookup reads in a session of its own, read-only on SQLite (it takes no write lock, so
+    # it never waits behind a writer); recording the token's use, once a minute, is a separate
+    # write with a bounded lock wait, outside the request's own transaction.
     db = getattr(request.app.state, "db", None)
-    bind = db.engine if db is not None else db_session.get_bind()
-    with Session(bind, expire_on_commit=False) as auth_session:
+    if db is not None:
+        auth_session = db.read_session()
+        engine = db.engine
+    else:
+        engine = db_session.get_bind()
+        auth_session = Session(engine, expire_on_commit=False)
+    with auth_session:
         try:
-            token = service.resolve(db_session=auth_session, secret=secret)
+            token = service.resolve(db_session=auth_session, secret=secret, record_use=False)
         except service.TokenRefused as err:
             raise HTTPException(401, str(err), headers={"WWW-Authenticate": "Bearer"}) from None
         auth_session.expunge(token)
+    service.record_use(engine=engine, token=token)
     if not service.allows_scope(token, scope):
         raise HTTPException(
             403, f"token {token.name!r} has scope {token.scope!r}; this needs {scope!r} or admin"

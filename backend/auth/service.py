@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Engine, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
+from backend.db import SQLITE_BUSY_TIMEOUT_MS
 from backend.text import clean_tree, text_problem
 from backend.timefmt import rfc3339
 
@@ -26,6 +27,8 @@ TOKEN_PREFIX = "ett_"
 LAST_USED_RESOLUTION_S = 60.0
 MAX_LIFETIME_S = 3650 * 86400.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}$")
+# An id as `revoke` reads one: ASCII digits only (str.isdigit also takes "¹" and "²").
+_ID = re.compile(r"[0-9]{1,19}")
 
 
 class TokenRefused(Exception):
@@ -67,6 +70,11 @@ def create(
     name = check_name(name)
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if models is not None and not list(models):
+        raise ValueError(
+            "models: an empty list would let the token write no model; list the models it may "
+            'write (e.g. ["ranker-v2"]), or leave models out for a token that writes any model'
+        )
     clean_tree(list(models or []), "models")
     if expires_in_s is not None and not (0 < expires_in_s <= MAX_LIFETIME_S):
         raise ValueError("expires in must be a positive duration of at most 3650d, e.g. 30d or 12h")
@@ -99,8 +107,11 @@ def status(token: ApiToken, now: float | None = None) -> str:
     return "active"
 
 
-def resolve(*, db_session: Session, secret: str, now: float | None = None) -> ApiToken:
-    """The live token for a secret, or TokenRefused saying why not; records its use."""
+def resolve(
+    *, db_session: Session, secret: str, now: float | None = None, record_use: bool = True
+) -> ApiToken:
+    """The live token for a secret, or TokenRefused saying why not; records its use unless told
+    not to (the caller then records it with `record_use`, in a bounded write of its own)."""
     row = db_session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
     if row is None:
         raise TokenRefused("unknown token")
@@ -114,7 +125,8 @@ def resolve(*, db_session: Session, secret: str, now: float | None = None) -> Ap
             f"token {row.name!r} expired at {rfc3339(row.expires_at)}; "
             "create a new one with `ett token create`"
         )
-    touch(db_session=db_session, token=row, now=now)
+    if record_use:
+        touch(db_session=db_session, token=row, now=now)
     return row
 
 
@@ -155,13 +167,57 @@ def touch(*, db_session: Session, token: ApiToken, now: float) -> None:
         log.debug("could not record the use of token %s: %s", token.name, err)
 
 
+# How long recording a token's use may wait for a lock: it is bookkeeping, never worth a
+# request's time (a wait behind a writer was SQLite's 30 s busy timeout, or an unbounded row lock).
+RECORD_USE_WAIT_MS = 200
+
+
+def record_use(*, engine: Engine, token: ApiToken, now: float | None = None) -> None:
+    """Move last_used_at to now if it is older than a minute, best effort and never slow.
+
+    Its own connection; a lock it cannot get within RECORD_USE_WAIT_MS skips the write (the next
+    minute's request writes it), and on Postgres the commit does not wait for the WAL flush.
+    """
+    now = time.time() if now is None else now
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION_S:
+        return
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        raw = conn.connection.driver_connection if sqlite else None
+        try:
+            if raw is not None:  # before BEGIN IMMEDIATE, which is where SQLite waits
+                raw.execute(f"PRAGMA busy_timeout={RECORD_USE_WAIT_MS}")
+            elif conn.dialect.name == "postgresql":
+                conn.execute(text(f"SET LOCAL lock_timeout = '{RECORD_USE_WAIT_MS}ms'"))
+                conn.execute(text("SET LOCAL synchronous_commit = off"))
+            conn.execute(
+                update(ApiToken)
+                .where(
+                    ApiToken.id == token.id,
+                    or_(
+                        ApiToken.last_used_at.is_(None),
+                        ApiToken.last_used_at < now - LAST_USED_RESOLUTION_S,
+                    ),
+                )
+                .values(last_used_at=now)
+            )
+            conn.commit()
+            token.last_used_at = now
+        except SQLAlchemyError as err:  # a busy database must not slow or refuse a valid token
+            conn.rollback()
+            log.debug("could not record the use of token %s: %s", token.name, err)
+        finally:
+            if raw is not None:
+                raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+
+
 def find(*, db_session: Session, ref: str) -> ApiToken:
     """The token with this name, or this id (digits); TokenNotFound otherwise."""
     ref = (ref or "").strip()
     if not ref or len(ref) > 128 or text_problem(ref):
         raise TokenNotFound(f"no token named {ref[:40]!r}")
     row = db_session.scalar(select(ApiToken).where(ApiToken.name == ref))
-    if row is None and ref.isdigit() and int(ref) < 2**63:
+    if row is None and _ID.fullmatch(ref) and int(ref) < 2**63:
         row = db_session.get(ApiToken, int(ref))
     if row is None:
         raise TokenNotFound(f"no token named {ref[:40]!r}; `ett token list` shows names and ids")

@@ -123,7 +123,9 @@ class DatabaseCollector(Collector):
             "ett_exporter_database_up", "1 when the last scrape could read the database."
         )
         try:
-            with self.database.session() as s:
+            # A read-only session: on SQLite it reads a WAL snapshot and never waits for the
+            # write lock, so a long write (a recompute, a prune) does not hold the scrape.
+            with self.database.read_session() as s:
                 families = list(self._families(s, time.time()))
                 s.rollback()
         except Exception:  # noqa: BLE001 - a scrape must answer even when the database does not

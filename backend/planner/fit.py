@@ -217,10 +217,16 @@ def _median_gap_interval(jobs: Sequence[JobObservation]) -> float | None:
 def weights(
     jobs: Sequence[JobObservation], end: float, half_life_days: float | None
 ) -> list[float]:
-    """Recency weights: 2^(-age / half-life) by submission age at `end`; all 1 without one."""
-    if half_life_days is None or half_life_days <= 0:
+    """Recency weights: 2^(-age / half-life) by submission age at `end`; all 1 without one.
+
+    Scaled so that the newest job weighs 1 (every use is a ratio of weighted sums, so the scale
+    does not change a fit): a short half-life cannot underflow every weight to 0.
+    """
+    if half_life_days is None or half_life_days <= 0 or not jobs:
         return [1.0] * len(jobs)
-    return [0.5 ** (max(0.0, end - j.submitted_at) / (half_life_days * DAY_S)) for j in jobs]
+    ages = [max(0.0, end - j.submitted_at) for j in jobs]
+    youngest = min(ages)
+    return [0.5 ** ((age - youngest) / (half_life_days * DAY_S)) for age in ages]
 
 
 def fit_inputs(

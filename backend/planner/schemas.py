@@ -168,7 +168,10 @@ class ChangeIn(BaseModel):
     to_fleet_p25: list[P25Lever] = Field(
         default_factory=list, description="levers brought down to the fleet's 25th percentile"
     )
-    interval_s: float | None = Field(None, gt=0, le=MAX_DAYS_S)
+    # At least a second: a denormal interval made the blocking cost infinite and the answer NaN.
+    interval_s: float | None = Field(
+        None, ge=1, le=MAX_DAYS_S, description="checkpoint interval, seconds of training (>= 1)"
+    )
     optimal_interval: bool = Field(False, description="move the interval to tau*")
     csbt_s: float | None = Field(None, ge=0, le=86400.0)
     async_checkpointing: bool = False

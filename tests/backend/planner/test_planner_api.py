@@ -211,3 +211,53 @@ def test_half_life_switches_the_fit_to_the_recency_mean(seeded, client):
     assert pure.inputs is not None
     assert recency["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
     assert recency["prediction"]["ett_pct"] != pytest.approx(level["prediction"]["ett_pct"])
+
+
+def test_a_tiny_half_life_weighs_the_newest_job_not_500(seeded, client):
+    # Every job is over 1,074 half-lives old: 2^-age underflowed each weight to 0 (500 before).
+    model = _fleet_model()
+    params = {**RANGE, "half_life_days": 0.0001}
+    plan = client.get(f"/api/v1/plan/models/{model}", params=params)
+    assert plan.status_code == 200, plan.text[:300]
+    fit = plan.json()["fit"]
+    assert fit["estimator"] == "recency" and fit["half_life_days"] == 0.0001
+    assert fit["effective_jobs"] == pytest.approx(1.0, abs=0.01)  # the newest job carries it
+    assert 0 < plan.json()["prediction"]["ett_pct"] <= 100
+    jobs = [j for j in demo_observations(SPEC) if j.model == model]
+    pure = fit_inputs(
+        jobs, end=END, window_days=(END - START) / DAY_S, half_life_days=0.0001, estimator="recency"
+    )
+    assert pure.inputs is not None
+    assert plan.json()["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    fleet_plan = client.get("/api/v1/plan/fleet", params=params)
+    assert fleet_plan.status_code == 200, fleet_plan.text[:300]
+    assert fleet_plan.json()["opportunities"]
+    what_if = client.post(
+        "/api/v1/plan/what-if",
+        json={
+            "model": model,
+            "half_life_days": 0.0001,
+            "change": {"interval_s": 3600},
+            **RANGE,
+        },
+    )
+    assert what_if.status_code == 200, what_if.text[:300]
+    (one,) = what_if.json()["models"]
+    assert one["fit"]["effective_jobs"] == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("interval", [5e-324, 0.5])
+def test_a_sub_second_interval_is_refused_not_nan(seeded, client, interval):
+    model = _fleet_model()
+    r = client.post(
+        "/api/v1/plan/what-if",
+        json={"model": model, "change": {"interval_s": interval}, **RANGE},
+    )
+    assert r.status_code == 422, r.text[:300]
+    assert r.json()["detail"] == "change.interval_s: Input should be greater than or equal to 1"
+    ok = client.post(
+        "/api/v1/plan/what-if", json={"model": model, "change": {"interval_s": 1}, **RANGE}
+    )
+    assert ok.status_code == 200, ok.text[:300]
+    (one,) = ok.json()["models"]
+    assert 0 <= one["ett_pct_after"] <= 100 and one["ett_pct_after"] < one["ett_pct_before"]
