@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     serve_role: ServeRole = "all"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
+    # /metrics exports the owner mapping's teams and this many models' teams (first seen first)
+    # under their own name; the rest are team="other" (ingest's labels.owner is unbounded).
+    metrics_max_teams: int = Field(default=50, ge=0)
     # The range every read and page answers when none is given: the last N whole UTC days,
     # today included (docs/API.md).
     default_range_days: int = Field(default=180, ge=1, le=3_660)
