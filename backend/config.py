@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     ingest_retries: int = 5
     # Ingest: events a model-scoped token may have waiting per job before its job_submitted.
     max_held_events_per_job: int = Field(default=10_000, ge=0)
+    # Recompute: a job whose events (or open run to now) span longer is not accounted but
+    # quarantined with the reason, its events kept (the rollups write a row per day it spans).
+    max_job_span_s: float = Field(default=366 * 86_400.0, gt=0)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

@@ -170,9 +170,12 @@ class DatabaseCollector(Collector):
     def _families(self, s: Session, now: float) -> Iterator[Metric]:
         resolver = owners_service.resolver(db_session=s, settings=self.settings)
         phases = PhaseFolder(resolver)
-        model_rows = list(
-            s.execute(select(Model.name, Model.owner).order_by(Model.created_at, Model.name))
-        )
+        model_rows = [
+            (n, o)
+            for n, o in s.execute(
+                select(Model.name, Model.owner).order_by(Model.created_at, Model.name)
+            )
+        ]
         models = ModelFolder((n for n, _o in model_rows), self.settings.metrics_max_models)
         mapped = {r["owner"] for r in resolver.rows() if r["owner"]}
         teams = TeamFolder((o for _n, o in model_rows), self.settings.metrics_max_teams, mapped)
@@ -180,7 +183,7 @@ class DatabaseCollector(Collector):
         yield from self._ledger(s, models, teams, phases, label_sets, resolver)
         yield from self._objectives(s, model_rows, models, teams)
         yield from self._running(s, models, teams, phases)
-        yield from self._live(s, models, teams, now)
+        yield from self._live(s, models, teams, dict(model_rows), now)
         yield from self._alerts(s)
         yield from self._lags(s, now)
         kept = GaugeMetricFamily(
@@ -324,14 +327,21 @@ class DatabaseCollector(Collector):
             labels=["model", "team", "slo", "owner"],
         )
         best: dict[tuple[str, str], tuple[float, str, str]] = {}
-        for name, team in model_rows:
-            for spec in specs:
-                if spec["model"] not in (None, name):
-                    continue
-                key = (models(name), teams(team))
-                cand = (spec["objective"] / 100.0, spec["name"], spec["owner"])
-                if key not in best or cand > best[key]:
-                    best[key] = cand
+        every: tuple[float, str, str] | None = None  # the best SLO that applies to all models
+        named: dict[str, tuple[float, str, str]] = {}
+        for spec in specs:
+            cand = (spec["objective"] / 100.0, spec["name"], spec["owner"])
+            if spec["model"] is None:
+                every = cand if every is None or cand > every else every
+            elif spec["model"] not in named or cand > named[spec["model"]]:
+                named[spec["model"]] = cand
+        for name, team in model_rows if (every is not None or named) else ():
+            cands = [c for c in (every, named.get(name)) if c is not None]
+            if not cands:
+                continue
+            key, cand = (models(name), teams(team)), max(cands)
+            if key not in best or cand > best[key]:
+                best[key] = cand
         for (m, t), (obj, slo, owner) in sorted(best.items()):
             fam.add_metric([m, t, slo, owner], obj)
         yield fam
@@ -389,7 +399,12 @@ class DatabaseCollector(Collector):
         yield gpus_fam
 
     def _live(
-        self, s: Session, models: ModelFolder, teams: TeamFolder, now: float
+        self,
+        s: Session,
+        models: ModelFolder,
+        teams: TeamFolder,
+        team_of: dict[str, str | None],
+        now: float,
     ) -> Iterator[Metric]:
         """The live states at this scrape's instant: a bound crossed since the last stored
         result is seen now, so an alert on them can fire within two scrape intervals of it."""
@@ -433,7 +448,6 @@ class DatabaseCollector(Collector):
             bad_gpus.add_metric(list(key), g)
         yield from (by_state, gpus, bad_jobs, bad_gpus)
         rolling = rolling_ett(db_session=s, now=now, windows=live_service.ROLLING_WINDOWS_S)
-        team_of = dict(s.execute(select(Model.name, Model.owner)).all())
         folded: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
         for model, per in rolling.items():
             if model is None:

@@ -15,7 +15,7 @@ from backend.ett.catalogue import attempt_label
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
 from backend.jobs.models import Job, Model
-from backend.results.recompute import compute
+from backend.results.recompute import JobSpanTooLong, compute
 
 
 class Uncomputable(ValueError):
@@ -64,8 +64,8 @@ def job_ett(
 ) -> dict[str, Any] | None:
     """One job's full answer: stored when fresh, else computed live from raw events (not stored).
 
-    Raises Uncomputable when the job's stored events cannot be read back; any other error is
-    a bug and is raised as it is.
+    Raises Uncomputable when the job's stored events cannot be read back or span more than
+    ETT_MAX_JOB_SPAN_S; any other error is a bug and is raised as it is.
     """
     fmt = fmt or (lambda t: t)
     job = db_session.get(Job, job_id)
@@ -75,7 +75,7 @@ def job_ett(
     if row is None or row.provisional or (job is not None and job.dirty):
         try:
             result = compute(db_session=db_session, job_id=job_id, settings=settings, now=now)
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, JobSpanTooLong) as err:
             raise Uncomputable(describe_error(err)) from err
         if result is None:
             return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -63,14 +64,45 @@ def compute(
     events = load_events(db_session=db_session, job_id=job_id)
     if not events:
         return None
+    max_span = settings.max_job_span_s if settings else MAX_JOB_SPAN_S
+    times = [e[k] for e in events for k in _TIME_FIELDS if type(e.get(k)) in (int, float)]
+    if times:
+        check_span(job_id, min(times), max(times), max_span)
     if custom_phases is None:
         custom_phases = custom_phases_for(db_session=db_session, settings=settings)
-    return compute_job(
+    result = compute_job(
         events,
         now=time.time() if now is None else now,
         heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else HEARTBEAT_TIMEOUT_S,
         abandon_timeout_s=settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
         custom_phases=custom_phases,
+    )
+    # An open job runs to "now": one submitted long ago and never ended spans that far too.
+    check_span(job_id, result.submitted_at, result.ended_at, max_span)
+    return result
+
+
+# Every time an event carries (docs/PROTOCOL.md): the span of a job is from the least to the most.
+_TIME_FIELDS = ("ts", "start", "end", "blocking_end")
+MAX_JOB_SPAN_S = 366 * 86_400.0
+
+
+class JobSpanTooLong(ValueError):
+    """A job whose time span is over ETT_MAX_JOB_SPAN_S: it is quarantined, its events kept."""
+
+
+def check_span(job_id: str, first: float, last: float, max_span_s: float) -> None:
+    """Refuse to account a job spanning more than `max_span_s` (rollups write a row per day)."""
+    if last - first <= max_span_s:
+        return
+    day = "%Y-%m-%d"
+    raise JobSpanTooLong(
+        f"job_span: job {job_id!r} spans {(last - first) / 86_400:,.0f} days "
+        f"({datetime.fromtimestamp(first, UTC).strftime(day)} .. "
+        f"{datetime.fromtimestamp(last, UTC).strftime(day)}), over ETT_MAX_JOB_SPAN_S "
+        f"({max_span_s / 86_400:,.0f} days): it is not accounted; its events are kept. Correct "
+        "the events' times (send a smaller copy of each) or raise the setting, then "
+        "`ett recompute --job` it"
     )
 
 
