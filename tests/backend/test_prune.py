@@ -322,3 +322,34 @@ def test_prune_keeps_live_jobs_refuses_late_events_and_expires_held(db_at_0010: 
     with db.session() as s:
         assert s.scalar(select(func.count()).where(RawEvent.job_id == "mar-a")) == 0
         assert not s.scalar(select(Job.dirty).where(Job.job_id == "mar-a"))
+
+
+def test_prune_waits_a_bounded_time_behind_ingest_and_keeps_a_busy_month(
+    db_at_0010: Database,
+) -> None:
+    """Postgres: while a batch holds raw_events (an open transaction), the prune's detach gives
+    up after its lock timeout instead of queueing every later batch behind it; the busy month
+    is kept whole, its jobs unmarked, and the next prune drops it."""
+    db = db_at_0010
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("partitions and their detach are Postgres's")
+    _recompute_all(db)
+    age = retention.parse_age("400d")
+    with db.engine.connect() as holder:
+        holder.execute(text("BEGIN"))
+        holder.execute(text("SELECT count(*) FROM raw_events"))  # a lock detach must wait for
+        with db.session() as s:
+            report = retention.prune_raw(
+                db_session=s, older_than_s=age, now=NOW, lock_timeout_ms=200
+            )
+            s.commit()
+        holder.execute(text("ROLLBACK"))
+    assert report.dropped == [] and set(report.busy) >= {202501, 202503}
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(RawEvent)) == 28
+        assert s.scalar(select(func.count()).where(Job.raw_pruned_at.is_not(None))) == 0
+    with db.session() as s:
+        again = retention.prune_raw(db_session=s, older_than_s=age, now=NOW)
+        s.commit()
+    assert again.busy == [] and set(again.dropped) == set(report.busy)
+    assert "jan-a" in again.jobs_pruned
