@@ -272,7 +272,7 @@ def test_prune_keeps_live_jobs_refuses_late_events_and_expires_held(db_at_0010: 
     from backend.events.models import HeldEvent
 
     db = db_at_0010
-    late = NOW - 5 * DAY
+    late = datetime(2025, 6, 1, tzinfo=UTC).timestamp()  # after the cutoff, within a year
     requeue = {"event_id": "jan-b-late", "job_id": "jan-b", "type": "attempt_started"}
     _send(db, [{**requeue, "attempt": 1, "ts": late}], late)
     queued = job_events("feb-q", "m", FEB)[:1]  # submitted, never started
