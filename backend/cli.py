@@ -91,9 +91,11 @@ def db_prune(
 ) -> None:
     """Drop the raw events of finished jobs older than an age; their results and rollups stay.
 
-    A job's raw events go only when it ended before the cutoff, its result is stored and it is
-    not waiting for a recompute. On Postgres whole monthly partitions are dropped, and a month
-    with any other job (a straggler) is kept whole and listed. A pruned job is never recomputed
+    A job's raw events go only when it ended and sent its last event before the cutoff, its
+    final result is stored (not open, not abandoned) and it is not waiting for a recompute.
+    Held events received before the cutoff go too. Later events for a pruned job are refused.
+    On Postgres whole monthly partitions are detached and dropped, one short transaction each,
+    and a month with any other job (a straggler) is kept whole and listed. A pruned job is never recomputed
     again: its stored result stays, but a rule change cannot re-account it (docs/SCALING.md).
     """
     from backend.db import Database
@@ -119,6 +121,9 @@ def db_prune(
     else:
         typer.echo(f"{verb} {report.rows_deleted} raw event rows")
     typer.echo(f"{verb} the raw events of {len(report.jobs_pruned)} jobs")
+    typer.echo(f"{verb} {report.held_deleted} held events whose job was never submitted")
+    for month in report.busy:
+        typer.echo(f"busy partition {month}: ingest held its lock; run the prune again later")
     for month, late in sorted(report.kept.items()):
         shown = ", ".join(late[:5]) + (f" and {len(late) - 5} more" if len(late) > 5 else "")
         typer.echo(f"kept partition {month}: {len(late)} jobs not finished or not stored ({shown})")

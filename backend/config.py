@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     serve_role: ServeRole = "all"
     # /metrics exports this many models under their own name (oldest first); the rest are "other".
     metrics_max_models: int = Field(default=50, ge=0)
+    # /metrics exports the owner mapping's teams and this many models' teams (first seen first)
+    # under their own name; the rest are team="other" (ingest's labels.owner is unbounded).
+    metrics_max_teams: int = Field(default=50, ge=0)
     # The range every read and page answers when none is given: the last N whole UTC days,
     # today included (docs/API.md).
     default_range_days: int = Field(default=180, ge=1, le=3_660)
@@ -105,6 +108,9 @@ class Settings(BaseSettings):
     http_body_timeout_s: float = Field(default=60.0, ge=0)
     http_keep_alive_timeout_s: int = Field(default=5, ge=1)
     http_max_connections: int = Field(default=4096, ge=16)
+    # Recompute: a job whose events (or open run to now) span longer is not accounted but
+    # quarantined with the reason, its events kept (the rollups write a row per day it spans).
+    max_job_span_s: float = Field(default=366 * 86_400.0, gt=0)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

@@ -106,6 +106,7 @@ REJECT_REASONS = frozenset(
         "reason",
         "status",
         "conflicting_duplicate",
+        "job_pruned",
     }
 )
 _REASON = re.compile(r"[A-Za-z_]+")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -281,6 +282,8 @@ def ingest_batch(
         else:
             reject(index, ev, CONFLICT_ERROR)
 
+    if valid:
+        valid = _refuse_pruned(db_session, valid, reject)
     models: dict[str, str | None] = {}
     released: list[tuple[int, dict[str, Any]]] = []
     if valid:
@@ -320,6 +323,39 @@ def ingest_batch(
     event_store.add_rejected(db_session=db_session, rows=rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
+
+
+def _refuse_pruned(
+    db_session: Session, valid: list[tuple[int, dict[str, Any]]], reject: Any
+) -> list[tuple[int, dict[str, Any]]]:
+    """Refuse the events of jobs whose raw events `ett db prune` dropped: their result is final."""
+    job_ids = sorted({ev["job_id"] for _, ev in valid})
+    pruned: dict[str, float] = {}
+    jt = Job.__table__
+    for k in range(0, len(job_ids), 500):
+        pruned.update(
+            db_session.execute(
+                select(jt.c.job_id, jt.c.raw_pruned_at).where(
+                    jt.c.job_id.in_(job_ids[k : k + 500]), jt.c.raw_pruned_at.is_not(None)
+                )
+            ).all()
+        )
+    if not pruned:
+        return valid
+    kept = []
+    for index, ev in valid:
+        at = pruned.get(ev["job_id"])
+        if at is None:
+            kept.append((index, ev))
+            continue
+        day = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
+        reject(
+            index,
+            ev,
+            f"job_pruned: job {ev['job_id']!r} is closed: its raw events were pruned on {day} "
+            "(ett db prune) and its stored result is final; send a new run under a new job_id",
+        )
+    return kept
 
 
 def _store_valid(

@@ -11,11 +11,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, func, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from backend.db import is_retryable
 from backend.timefmt import parse_duration
 
+LOCK_NOT_AVAILABLE = "55P03"  # Postgres: lock_timeout ran out
 PARTITION_RE = re.compile(r"^raw_events_p(\d{6})$")
 
 
@@ -132,12 +135,20 @@ class PruneReport:
     kept: dict[int, list[str]] = field(default_factory=dict)  # partition -> straggler job ids
     jobs_pruned: list[str] = field(default_factory=list)
     rows_deleted: int = 0
+    held_deleted: int = 0  # held events (for a job never submitted) received before the cutoff
+    busy: list[int] = field(default_factory=list)  # partitions whose detach timed out: next time
 
 
+# A job's raw events may go when it ended and its last event (by its own time; a job stored
+# before jobs.last_event_at existed falls back to its end) are both before the cutoff, its
+# final result is stored (not provisional, not abandoned: an abandoned job may still resume)
+# and no recompute waits for it. A job pruned already qualifies (a prune stopped half-way).
 _KEEPABLE = """
     SELECT j.job_id FROM jobs j JOIN job_results r ON r.job_id = j.job_id
-    WHERE j.ended_at IS NOT NULL AND j.ended_at < :cutoff AND NOT j.dirty
-      AND j.raw_pruned_at IS NULL
+    WHERE j.raw_pruned_at IS NOT NULL OR (
+      j.ended_at IS NOT NULL AND j.ended_at < :cutoff
+      AND COALESCE(j.last_event_at, j.ended_at) < :cutoff AND NOT j.dirty
+      AND NOT r.provisional AND r.status <> 'abandoned')
 """
 
 
@@ -153,39 +164,96 @@ def _mark_pruned(db_session: Session, job_ids: list[str], now: float) -> None:
 
     for k in range(0, len(job_ids), 500):
         db_session.execute(
-            update(Job).where(Job.job_id.in_(job_ids[k : k + 500])).values(raw_pruned_at=now)
+            update(Job)
+            .where(Job.job_id.in_(job_ids[k : k + 500]), Job.raw_pruned_at.is_(None))
+            .values(raw_pruned_at=now)
         )
 
 
+def _prune_held(db_session: Session, cutoff: float, dry_run: bool) -> int:
+    """Delete (or count) the held events received before the cutoff: their job never came."""
+    from backend.events.models import HeldEvent
+
+    where = HeldEvent.received_at < cutoff
+    if dry_run:
+        return db_session.scalar(select(func.count()).select_from(HeldEvent).where(where)) or 0
+    return db_session.execute(HeldEvent.__table__.delete().where(where)).rowcount or 0
+
+
+def _detach_and_drop(db_session: Session, month: int, now: float, lock_timeout_ms: int) -> bool:
+    """Detach one partition in a short transaction of its own, then drop it; False when busy.
+
+    The caller has marked the partition's jobs pruned in this transaction. `DETACH ...
+    CONCURRENTLY` is refused while raw_events has a DEFAULT partition, so the plain detach
+    takes raw_events' lock for a moment: a bounded wait (lock_timeout) behind in-flight ingest,
+    then the commit at once. Once detached nothing can write into it: if a job marked now was
+    dirtied by an event that came meanwhile, everything is rolled back and the month kept.
+    The detached table is dropped without touching raw_events.
+    """
+    name = f"raw_events_p{month}"
+    db_session.execute(text(f"SET LOCAL lock_timeout = '{int(lock_timeout_ms)}ms'"))
+    try:
+        db_session.execute(text(f"ALTER TABLE raw_events DETACH PARTITION {name}"))
+    except OperationalError as err:
+        if not is_retryable(err) and getattr(err.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        db_session.rollback()
+        return False
+    dirtied = db_session.scalar(
+        text("SELECT count(*) FROM jobs WHERE dirty AND raw_pruned_at = :now"), {"now": now}
+    )
+    if dirtied:
+        db_session.rollback()
+        return False
+    db_session.commit()
+    db_session.execute(text(f"DROP TABLE {name}"))
+    db_session.commit()
+    return True
+
+
 def prune_raw(
-    *, db_session: Session, older_than_s: float, now: float | None = None, dry_run: bool = False
+    *,
+    db_session: Session,
+    older_than_s: float,
+    now: float | None = None,
+    dry_run: bool = False,
+    lock_timeout_ms: int = 1000,
 ) -> PruneReport:
     """Drop (Postgres) or delete (SQLite) raw events of finished, stored jobs older than the age.
 
-    A job qualifies when it ended before the cutoff, has a stored result and is not dirty. On a
-    partitioned table a month's partition goes as a whole once the month ended before the
-    cutoff and every job in it qualifies; a partition with stragglers is kept and reported.
-    Pruned jobs are marked (jobs.raw_pruned_at) so that recompute keeps their stored results.
-    The caller commits.
+    A job qualifies when it ended and sent its last event before the cutoff, has a final stored
+    result (not open, not abandoned) and is not dirty. On a partitioned table a month's
+    partition goes as a whole once the month ended before the cutoff and every job in it
+    qualifies; a partition with stragglers is kept and reported. Pruned jobs are marked
+    (jobs.raw_pruned_at) so that recompute keeps their stored results, and ingest refuses
+    their later events. Held events received before the cutoff are deleted. On Postgres each
+    partition is marked, detached and committed in its own short transaction (ingest waits at
+    most `lock_timeout_ms`; a partition that could not be detached is in `busy`); elsewhere the
+    caller commits.
     """
     from backend.events.models import RawEvent
 
     now = time.time() if now is None else now
     report = PruneReport(cutoff=now - older_than_s, dry_run=dry_run)
+    report.held_deleted = _prune_held(db_session, report.cutoff, dry_run)
     conn = db_session.connection()
     if is_partitioned(conn):
-        for month in partitions(conn):
+        if not dry_run:
+            db_session.commit()
+        for month in partitions(db_session.connection()):
             if month_start(next_month(month)) > report.cutoff:
                 continue
             ok, late = _stragglers(db_session, f"raw_events_p{month}", report.cutoff)
             if late:
                 report.kept[month] = late
                 continue
-            report.dropped.append(month)
-            report.jobs_pruned.extend(ok)
             if not dry_run:
                 _mark_pruned(db_session, ok, now)
-                db_session.execute(text(f"DROP TABLE raw_events_p{month}"))
+                if not _detach_and_drop(db_session, month, now, lock_timeout_ms):
+                    report.busy.append(month)
+                    continue
+            report.dropped.append(month)
+            report.jobs_pruned.extend(ok)
         return report
     ok, _ = _stragglers(db_session, "raw_events", report.cutoff)
     report.jobs_pruned = ok

@@ -10,7 +10,10 @@ Families (docs/PROMETHEUS.md lists each with its labels):
   `ett_model_ett_objective_ratio` (the ETT% SLO objective that applies to each model).
 
 Cardinality: model is capped by ETT_METRICS_MAX_MODELS (the oldest models keep their name, the
-rest are folded into model="other", so a model never moves between series); phase is one of the
+rest are folded into model="other", so a model never moves between series); team keeps its name
+when the owner mapping names it or when it is among the first ETT_METRICS_MAX_TEAMS teams seen
+(the teams of the oldest models), every other team is team="other" (ingest decides labels.owner,
+so any ingest token could otherwise make a series per owner it invents); phase is one of the
 owner mapping's names (catalogue phases, waste kinds, configured custom phases), an unknown
 sub-stage is folded into its nearest known ancestor and anything else into phase="other".
 Every (model, team) gets all its ledger series at zero from the moment its model is known, so
@@ -82,8 +85,29 @@ class ModelFolder:
         return model if model in self.kept else OTHER
 
 
-def _team(team: str | None) -> str:
-    return team or UNKNOWN
+class TeamFolder:
+    """Maps a model's team to its exported label: kept teams by name, the rest 'other'.
+
+    Kept: every team the owner mapping names (its owners), and the first `max_teams` teams in
+    the order their models were first seen. No team: 'unknown'.
+    """
+
+    def __init__(self, ordered_teams: Iterable[str | None], max_teams: int, mapped: set[str]):
+        first: list[str] = []
+        seen: set[str] = set()
+        for team in ordered_teams:
+            if team and team not in seen:
+                seen.add(team)
+                first.append(team)
+        self.kept = set(first[: max(max_teams, 0)]) | mapped
+        self.known = len(seen)
+        self.own = len(seen & self.kept)
+
+    def __call__(self, team: str | None) -> str:
+        """The exported team label."""
+        if not team:
+            return UNKNOWN
+        return team if team in self.kept else OTHER
 
 
 class AlertFacts(Protocol):
@@ -148,15 +172,20 @@ class DatabaseCollector(Collector):
     def _families(self, s: Session, now: float) -> Iterator[Metric]:
         resolver = owners_service.resolver(db_session=s, settings=self.settings)
         phases = PhaseFolder(resolver)
-        model_rows = list(
-            s.execute(select(Model.name, Model.owner).order_by(Model.created_at, Model.name))
-        )
+        model_rows = [
+            (n, o)
+            for n, o in s.execute(
+                select(Model.name, Model.owner).order_by(Model.created_at, Model.name)
+            )
+        ]
         models = ModelFolder((n for n, _o in model_rows), self.settings.metrics_max_models)
-        label_sets = {(models(n), _team(o)) for n, o in model_rows}
-        yield from self._ledger(s, models, phases, label_sets, resolver)
-        yield from self._objectives(s, model_rows, models)
-        yield from self._running(s, models, phases)
-        yield from self._live(s, models, now)
+        mapped = {r["owner"] for r in resolver.rows() if r["owner"]}
+        teams = TeamFolder((o for _n, o in model_rows), self.settings.metrics_max_teams, mapped)
+        label_sets = {(models(n), teams(o)) for n, o in model_rows}
+        yield from self._ledger(s, models, teams, phases, label_sets, resolver)
+        yield from self._objectives(s, model_rows, models, teams)
+        yield from self._running(s, models, teams, phases)
+        yield from self._live(s, models, teams, dict(model_rows), now)
         yield from self._alerts(s)
         yield from self._lags(s, now)
         kept = GaugeMetricFamily(
@@ -169,11 +198,21 @@ class DatabaseCollector(Collector):
         kept.add_metric(["own"], float(n_own))
         kept.add_metric(["folded"], float(len(model_rows) - n_own))
         yield kept
+        kept_teams = GaugeMetricFamily(
+            "ett_exporter_teams",
+            "Models' teams known, by whether they are exported under their own name (named by "
+            'the owner mapping or among the first ETT_METRICS_MAX_TEAMS) or folded into team="other".',
+            labels=["exported"],
+        )
+        kept_teams.add_metric(["own"], float(teams.own))
+        kept_teams.add_metric(["folded"], float(teams.known - teams.own))
+        yield kept_teams
 
     def _ledger(
         self,
         s: Session,
         models: ModelFolder,
+        teams: TeamFolder,
         phases: PhaseFolder,
         label_sets: set[tuple[str, str]],
         resolver: Resolver,
@@ -201,7 +240,7 @@ class DatabaseCollector(Collector):
             )
         )
         for series, model, team, key1, key2, booked, added, removed in rows:
-            m, t = models(model), _team(team)
+            m, t = models(model), teams(team)
             label_sets.add((m, t))
             if series == GPU_SECONDS:
                 ph = phases(key2)
@@ -221,7 +260,7 @@ class DatabaseCollector(Collector):
             .where(LedgerEntry.series == GPU_SECONDS, LedgerEntry.booked > 0)
             .group_by(LedgerEntry.model, LedgerEntry.team)
         ):
-            jobs[(models(model), _team(team))] += float(n)
+            jobs[(models(model), teams(team))] += float(n)
 
         for m, t in label_sets:
             for comp, ph in pairs:
@@ -280,7 +319,7 @@ class DatabaseCollector(Collector):
         yield from (booked_gpu, corr_gpu, booked_fail, corr_fail, finished, owners)
 
     def _objectives(
-        self, s: Session, model_rows: list[Any], models: ModelFolder
+        self, s: Session, model_rows: list[Any], models: ModelFolder, teams: TeamFolder
     ) -> Iterator[Metric]:
         specs = [] if self.alerts is None else self.alerts.ett_floor_slos(s, self.settings)
         fam = GaugeMetricFamily(
@@ -290,19 +329,28 @@ class DatabaseCollector(Collector):
             labels=["model", "team", "slo", "owner"],
         )
         best: dict[tuple[str, str], tuple[float, str, str]] = {}
-        for name, team in model_rows:
-            for spec in specs:
-                if spec["model"] not in (None, name):
-                    continue
-                key = (models(name), _team(team))
-                cand = (spec["objective"] / 100.0, spec["name"], spec["owner"])
-                if key not in best or cand > best[key]:
-                    best[key] = cand
+        every: tuple[float, str, str] | None = None  # the best SLO that applies to all models
+        named: dict[str, tuple[float, str, str]] = {}
+        for spec in specs:
+            cand = (spec["objective"] / 100.0, spec["name"], spec["owner"])
+            if spec["model"] is None:
+                every = cand if every is None or cand > every else every
+            elif spec["model"] not in named or cand > named[spec["model"]]:
+                named[spec["model"]] = cand
+        for name, team in model_rows if (every is not None or named) else ():
+            cands = [c for c in (every, named.get(name)) if c is not None]
+            if not cands:
+                continue
+            key, cand = (models(name), teams(team)), max(cands)
+            if key not in best or cand > best[key]:
+                best[key] = cand
         for (m, t), (obj, slo, owner) in sorted(best.items()):
             fam.add_metric([m, t, slo, owner], obj)
         yield fam
 
-    def _running(self, s: Session, models: ModelFolder, phases: PhaseFolder) -> Iterator[Metric]:
+    def _running(
+        self, s: Session, models: ModelFolder, teams: TeamFolder, phases: PhaseFolder
+    ) -> Iterator[Metric]:
         last_end = (
             select(JobInterval.job_id, func.max(JobInterval.end).label("end"))
             .join(JobResult, JobResult.job_id == JobInterval.job_id)
@@ -332,7 +380,7 @@ class DatabaseCollector(Collector):
             if job_id in seen:
                 continue
             seen.add(job_id)
-            acc = count[(models(model or ""), _team(team), comp)]
+            acc = count[(models(model or ""), teams(team), comp)]
             acc[0] += 1
             acc[1] += interval_gpus(now_gpus, gpus)  # its current attempt's GPUs
         jobs = GaugeMetricFamily(
@@ -352,7 +400,14 @@ class DatabaseCollector(Collector):
         yield jobs
         yield gpus_fam
 
-    def _live(self, s: Session, models: ModelFolder, now: float) -> Iterator[Metric]:
+    def _live(
+        self,
+        s: Session,
+        models: ModelFolder,
+        teams: TeamFolder,
+        team_of: dict[str, str | None],
+        now: float,
+    ) -> Iterator[Metric]:
         """The live states at this scrape's instant: a bound crossed since the last stored
         result is seen now, so an alert on them can fire within two scrape intervals of it."""
         jobs = live_service.live_jobs(s, self.settings, now)
@@ -387,7 +442,7 @@ class DatabaseCollector(Collector):
         bad: dict[tuple[str, str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
         for j in jobs:
             if j.state.bad:
-                key = (models(j.state.model or ""), _team(j.team), j.owner or UNKNOWN, j.state.kind)
+                key = (models(j.state.model or ""), teams(j.team), j.owner or UNKNOWN, j.state.kind)
                 bad[key][0] += 1
                 bad[key][1] += gpus_of(j.state.gpus)
         for key, (n, g) in sorted(bad.items()):
@@ -395,14 +450,13 @@ class DatabaseCollector(Collector):
             bad_gpus.add_metric(list(key), g)
         yield from (by_state, gpus, bad_jobs, bad_gpus)
         rolling = rolling_ett(db_session=s, now=now, windows=live_service.ROLLING_WINDOWS_S)
-        teams = dict(s.execute(select(Model.name, Model.owner)).all())
         folded: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
         for model, per in rolling.items():
             if model is None:
                 continue
             for w, r in per.items():
                 acc = folded[
-                    (models(model), _team(teams.get(model)), live_service.ROLLING_NAMES[w])
+                    (models(model), teams(team_of.get(model)), live_service.ROLLING_NAMES[w])
                 ]
                 acc[0] += r.wall_gpu_h
                 acc[1] += r.effective_gpu_h

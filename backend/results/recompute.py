@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import DBAPIError
@@ -75,14 +77,55 @@ def compute(
     events = load_events(db_session=db_session, job_id=job_id)
     if not events:
         return None
+    max_span = settings.max_job_span_s if settings else MAX_JOB_SPAN_S
+    check_event_span(job_id, events, max_span)
     if custom_phases is None:
         custom_phases = custom_phases_for(db_session=db_session, settings=settings)
-    return compute_job(
+    result = compute_job(
         events,
         now=time.time() if now is None else now,
         heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else HEARTBEAT_TIMEOUT_S,
         abandon_timeout_s=settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
         custom_phases=custom_phases,
+    )
+    check_run_span(job_id, result, max_span)
+    return result
+
+
+# Every time an event carries (docs/PROTOCOL.md): the span of a job is from the least to the most.
+_TIME_FIELDS = ("ts", "start", "end", "blocking_end")
+MAX_JOB_SPAN_S = 366 * 86_400.0
+
+
+class JobSpanTooLong(ValueError):
+    """A job whose time span is over ETT_MAX_JOB_SPAN_S: it is quarantined, its events kept."""
+
+
+def check_event_span(job_id: str, events: list[dict[str, Any]], max_span_s: float) -> None:
+    """Refuse to account a job whose events' times span more than `max_span_s`."""
+    times = [e[k] for e in events for k in _TIME_FIELDS if type(e.get(k)) in (int, float)]
+    if times:
+        check_span(job_id, min(times), max(times), max_span_s)
+
+
+def check_run_span(job_id: str, result: JobETT, max_span_s: float) -> None:
+    """Refuse to account a job whose run spans more than `max_span_s` (an open job runs to now:
+    one submitted long ago and never ended spans that far too)."""
+    check_span(job_id, result.submitted_at, result.ended_at, max_span_s)
+
+
+def check_span(job_id: str, first: float, last: float, max_span_s: float) -> None:
+    """Refuse to account a job spanning more than `max_span_s` (rollups write a row per day)."""
+    if last - first <= max_span_s:
+        return
+    day = "%Y-%m-%d"
+    raise JobSpanTooLong(
+        f"job_span: job {job_id!r} spans {(last - first) / 86_400:,.0f} days "
+        f"({datetime.fromtimestamp(first, UTC).strftime(day)} .. "
+        f"{datetime.fromtimestamp(last, UTC).strftime(day)}), over ETT_MAX_JOB_SPAN_S "
+        f"({max_span_s / 86_400:,.0f} days): it is not accounted; its events are kept. Correct "
+        "the events' times (send a smaller copy of each) or raise the setting, then "
+        "`ett recompute --job` it"
     )
 
 
@@ -188,6 +231,7 @@ def recompute_job(
         heartbeat_timeout_s=heartbeat_s, abandon_timeout_s=abandon_s, custom_phases=custom_phases
     )
     at = time.time() if now is None else now
+    max_span = settings.max_job_span_s if settings else MAX_JOB_SPAN_S
     result = None
     if incremental:
         result = _extend(
@@ -202,6 +246,7 @@ def recompute_job(
         events, last_row, n = load_events_after(db_session=db_session, job_id=job_id)
         state = None
         if events:
+            check_event_span(job_id, events, max_span)
             tl, part = compute_parts(
                 events,
                 now=at,
@@ -211,6 +256,7 @@ def recompute_job(
             )
             state = settle(tl, part)
             result = account(tl, part.pieces, part.phases)
+            check_run_span(job_id, result, max_span)
         store(db_session=db_session, job_id=job_id, result=result)
         if seen is not None:  # a jobs row to hang the state on
             save_state(
@@ -221,6 +267,8 @@ def recompute_job(
                 rows=n,
                 rules=rules,
             )
+    elif result is not None:  # extended (and stored: a span too long rolls the store back)
+        check_run_span(job_id, result, max_span)
     if refresh_rollups:
         refresh_job_rollups(db_session=db_session, job_ids=[job_id])
     # Cleared only if no ingest re-marked the job since we read its events.

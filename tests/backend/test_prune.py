@@ -257,3 +257,99 @@ def test_downgrade_converts_back(db_at_0010: Database) -> None:
         cols = set(conn.execute(text("SELECT * FROM raw_events LIMIT 1")).keys())
         assert "job_month" not in cols
     back.dispose()
+
+
+def _send(db: Database, events: list[dict[str, Any]], at: float) -> Any:
+    with db.session() as s:
+        r = ingest_batch(db_session=s, events=events, token=None, now=at, time_window=WINDOW)
+        s.commit()
+        return r
+
+
+def test_prune_keeps_live_jobs_refuses_late_events_and_expires_held(db_at_0010: Database) -> None:
+    """A job requeued after its end, an abandoned job and a queued job keep their raw events;
+    a pruned job's later events are refused with a reason; old held events go."""
+    from backend.events.models import HeldEvent
+
+    db = db_at_0010
+    late = datetime(2025, 6, 1, tzinfo=UTC).timestamp()  # after the cutoff, within a year
+    requeue = {"event_id": "jan-b-late", "job_id": "jan-b", "type": "attempt_started"}
+    _send(db, [{**requeue, "attempt": 1, "ts": late}], late)
+    queued = job_events("feb-q", "m", FEB)[:1]  # submitted, never started
+    abandoned = job_events("feb-ab", "m", FEB)[:2]  # started, then silent
+    _send(db, queued + abandoned, FEB)
+    with db.session() as s:
+        s.add_all(
+            HeldEvent(
+                job_id="never",
+                event_id=f"h{i}",
+                received_at=at,
+                token_name="t",
+                token_models=["m"],
+                payload={"event_id": f"h{i}"},
+            )
+            for i, at in enumerate((JAN, NOW - DAY))
+        )
+        s.commit()
+    _recompute_all(db)
+    with db.session() as s:
+        status = dict(s.execute(select(JobResult.job_id, JobResult.status)).all())
+    # Silent past the abandon timeout, both end at their last event, flagged abandoned.
+    assert status["feb-ab"] == status["feb-q"] == "abandoned"
+    with db.session() as s:
+        report = retention.prune_raw(
+            db_session=s, older_than_s=retention.parse_age("400d"), now=NOW
+        )
+        s.commit()
+    assert report.held_deleted == 1
+    assert not {"jan-b", "feb-q", "feb-ab"} & set(report.jobs_pruned)
+    assert "mar-a" in report.jobs_pruned
+    with db.session() as s:
+        left = set(s.scalars(select(RawEvent.job_id).distinct()))
+        assert {"jan-b", "feb-q", "feb-ab"} <= left and "mar-a" not in left
+        assert set(s.scalars(select(HeldEvent.event_id))) == {"h1"}
+        pruned_at = s.scalar(select(Job.raw_pruned_at).where(Job.job_id == "mar-a"))
+    assert pruned_at == NOW
+    if db.engine.dialect.name == "postgresql":
+        assert set(report.kept[202501]) == {"jan-b"}
+        assert set(report.kept[202502]) == {"feb-q", "feb-ab"}
+        assert 202503 in report.dropped
+    # A later event for the pruned job is refused with its reason, and nothing is stored.
+    more = {"event_id": "mar-a-late", "job_id": "mar-a", "type": "attempt_started"}
+    r = _send(db, [{**more, "attempt": 1, "ts": NOW - 60}], NOW)
+    assert r.accepted == 0 and r.rejected[0]["error"].startswith("job_pruned: job 'mar-a'")
+    assert "new job_id" in r.rejected[0]["error"]
+    with db.session() as s:
+        assert s.scalar(select(func.count()).where(RawEvent.job_id == "mar-a")) == 0
+        assert not s.scalar(select(Job.dirty).where(Job.job_id == "mar-a"))
+
+
+def test_prune_waits_a_bounded_time_behind_ingest_and_keeps_a_busy_month(
+    db_at_0010: Database,
+) -> None:
+    """Postgres: while a batch holds raw_events (an open transaction), the prune's detach gives
+    up after its lock timeout instead of queueing every later batch behind it; the busy month
+    is kept whole, its jobs unmarked, and the next prune drops it."""
+    db = db_at_0010
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("partitions and their detach are Postgres's")
+    _recompute_all(db)
+    age = retention.parse_age("400d")
+    with db.engine.connect() as holder:
+        holder.execute(text("BEGIN"))
+        holder.execute(text("SELECT count(*) FROM raw_events"))  # a lock detach must wait for
+        with db.session() as s:
+            report = retention.prune_raw(
+                db_session=s, older_than_s=age, now=NOW, lock_timeout_ms=200
+            )
+            s.commit()
+        holder.execute(text("ROLLBACK"))
+    assert report.dropped == [] and set(report.busy) >= {202501, 202503}
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(RawEvent)) == 28
+        assert s.scalar(select(func.count()).where(Job.raw_pruned_at.is_not(None))) == 0
+    with db.session() as s:
+        again = retention.prune_raw(db_session=s, older_than_s=age, now=NOW)
+        s.commit()
+    assert again.busy == [] and set(again.dropped) == set(report.busy)
+    assert "jan-a" in again.jobs_pruned

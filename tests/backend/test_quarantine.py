@@ -266,3 +266,45 @@ def test_ett_recompute_takes_a_fixed_job_out_of_quarantine(database, settings) -
     with database.session() as s:
         assert recompute.recompute_all(db_session=s, settings=settings, progress=False) == 1
         assert s.get(JobQuarantine, "poison-r") is None
+
+
+def test_a_job_spanning_a_century_is_quarantined_with_its_events_kept(
+    client, ingest_token, database, settings
+) -> None:
+    """A batch whose job spans 2000..2099 is not accounted (the rollups would write a row per
+    day): the job is quarantined with the reason, shown on its page and in REST, its events
+    are kept, and its neighbour is computed."""
+    from dashboard.pages import job as job_page
+    from tests.dashboard.conftest import dashboard_request, find
+
+    y2000, y2099 = 946_857_600.0, 4_070_908_800.0  # 2000-01-03, 2099-01-01
+    wide = _good_job("century")
+    wide[0]["ts"], wide[1]["ts"] = y2000, y2000 + 1
+    wide[2]["ts"], wide[3]["ts"] = y2099, y2099 + 1
+    assert post_events(client, ingest_token, wide + _good_job("fine-n")).status_code == 200
+    with database.session() as s:
+        recompute.recompute_dirty(db_session=s, settings=settings, now=T0 + 3600)
+        q = s.get(JobQuarantine, "century")
+        assert q is not None and q.error.startswith("JobSpanTooLong: job_span: job 'century'")
+        assert "spans 36," in q.error and "ETT_MAX_JOB_SPAN_S (366 days)" in q.error
+        assert "its events are kept" in q.error
+        assert s.get(JobResult, "century") is None
+        assert s.get(JobResult, "fine-n") is not None
+        days = s.scalar(text("SELECT count(*) FROM fleet_job_days WHERE job_id = 'century'"))
+        assert days == 0
+        kept = s.scalar(
+            select(text("count(*)")).select_from(RawEvent).where(RawEvent.job_id == "century")
+        )
+        assert kept == 4
+    r = client.get("/api/v1/jobs/century/ett")
+    assert r.status_code == 422, r.text
+    assert "job_span" in r.json()["detail"] and r.json()["quarantine"]["error"] == q.error
+    with dashboard_request(settings, database):
+        page = job_page.layout(job_id="century")
+    block = find(page, "job-quarantine")
+    assert block is not None and "job_span" in str(block.children)
+    # A setting that allows the span lets it be accounted.
+    wider = settings.model_copy(update={"max_job_span_s": 101 * 366 * 86_400.0})
+    with database.session() as s:
+        assert recompute.recompute_all(db_session=s, settings=wider, progress=False) == 2
+        assert s.get(JobResult, "century") is not None

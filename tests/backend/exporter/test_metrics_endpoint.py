@@ -337,3 +337,41 @@ def test_alert_deliveries_are_counted_by_channel_kind_and_outcome(
     # Every (channel kind, outcome) exists from the start, so a first failure is an increase.
     kinds = {dict(k[1])["channel"] for k in after if k[0] == "ett_alert_deliveries_total"}
     assert kinds == {"webhook", "slack", "email", "alertmanager"}
+
+
+def test_teams_outside_the_mapping_and_past_the_cap_are_folded_into_other(
+    settings: Settings,
+    database: Database,
+    fleet: float,
+    post: Callable[[list[dict[str, Any]]], Any],
+) -> None:
+    """ETT_METRICS_MAX_TEAMS=2: the first two teams and the owner mapping's teams keep their
+    names; every other labels.owner ingest sends (here 120 invented ones) is team="other", so
+    the series do not grow with the owners sent."""
+    flood = [
+        {
+            "event_id": f"s-{i}",
+            "job_id": f"flood-{i}",
+            "type": "job_submitted",
+            "ts": fleet + 30,
+            "model": f"flood-{i}",
+            "gpus": 1,
+            "labels": {"owner": "data" if i == 7 else f"invented-{i}"},
+        }
+        for i in range(120)
+    ]
+    assert post(flood).status_code == 200
+    capped = settings.model_copy(update={"metrics_max_teams": 2, "metrics_max_models": 200})
+    app = create_app(capped, database=database, start_workers=False, with_dashboard=False)
+    with TestClient(app) as c:
+        found = scrape(c)
+    teams = {dict(k[1]).get("team") for k in found if k[0] == "ett_gpu_seconds_total"}
+    # ranking and ads are the first two teams seen; data is a team of the owner mapping.
+    assert teams == {"ranking", "ads", "data", "other"}
+    for name in ("ett_finished_jobs_total", "ett_job_failures_total", "ett_live_ett_ratio"):
+        assert {dict(k[1]).get("team") for k in found if k[0] == name} <= teams
+    # m-c's team (search, the third seen) is folded, with its booked GPU-seconds.
+    assert total(found, "ett_gpu_seconds_total", model="m-c", team="other") > 0
+    assert total(found, "ett_gpu_seconds_total", model="m-c", team="search") == 0
+    assert total(found, "ett_exporter_teams", exported="own") == 3
+    assert total(found, "ett_exporter_teams", exported="folded") == 120 - 1 + 1
