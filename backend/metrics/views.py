@@ -287,7 +287,7 @@ def failures(
     responses=CSV_JSON,
 )
 def failures_by_model(
-    _auth: ReadAccess, db_session: SessionDep, q: Annotated[WholeDays, Depends()]
+    _auth: ReadAccess, db_session: SessionDep, q: Annotated[FleetRange, Depends()]
 ) -> Any:
     """`{"start", "end", "models": [{"model", "failures", "nof_by_kind", ...}]}`."""
     lo, hi = q.range()
