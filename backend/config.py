@@ -26,6 +26,10 @@ def normalize_database_url(url: str) -> str:
     return url
 
 
+# A job whose events (or open run to now) span longer is quarantined, not accounted.
+MAX_JOB_SPAN_S = 366 * 86_400.0
+
+
 class Settings(BaseSettings):
     """Every knob of the service; environment variables are ETT_<NAME>."""
 
@@ -110,7 +114,7 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(default=4096, ge=16)
     # Recompute: a job whose events (or open run to now) span longer is not accounted but
     # quarantined with the reason, its events kept (the rollups write a row per day it spans).
-    max_job_span_s: float = Field(default=366 * 86_400.0, gt=0)
+    max_job_span_s: float = Field(default=MAX_JOB_SPAN_S, gt=0)
     # Recompute: a job whose computation fails waits this long (doubling per failure, capped).
     quarantine_backoff_s: float = 30.0
     quarantine_backoff_max_s: float = 3_600.0

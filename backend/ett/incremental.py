@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import orjson
@@ -463,13 +463,8 @@ def extend(
         hwm = state.hwm
     docs = list(state.attempts)
     docs[-1] = _attempt_doc(live)
-    nxt = AccountState(
-        job_id=state.job_id,
-        model=state.model,
-        gpus=state.gpus,
-        labels=state.labels,
-        config=state.config,
-        submitted_at=state.submitted_at,
+    nxt = replace(
+        state,
         settled_at=new_s,
         attempt=a,
         hwm=hwm,
@@ -478,10 +473,6 @@ def extend(
         last_event_at=latest,
         events=tl.events,
         attempts=docs,
-        spans=state.spans,
-        failures=state.failures,
-        warnings=state.warnings,
-        phases=state.phases,
         loops=loops,
         # The pieces before the old S are final: only the junction is cut at the new S.
         pieces=prefix[:-1] + clip(junction, state.submitted_at, new_s),

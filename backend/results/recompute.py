@@ -27,7 +27,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from backend.config import Settings
+from backend.config import MAX_JOB_SPAN_S, Settings
 from backend.db import LOCK_TIMEOUT_S, Database, bound_lock_waits, describe_error, is_lock_timeout
 from backend.ett.engine import JobETT, account, compute_job, compute_parts
 from backend.ett.incremental import AccountState, NeedsFull, extend, rules_key, settle
@@ -77,15 +77,16 @@ def compute(
     events = load_events(db_session=db_session, job_id=job_id)
     if not events:
         return None
-    max_span = settings.max_job_span_s if settings else MAX_JOB_SPAN_S
+    max_span = _max_span(settings)
     check_event_span(job_id, events, max_span)
     if custom_phases is None:
         custom_phases = custom_phases_for(db_session=db_session, settings=settings)
+    heartbeat_s, abandon_s = _engine_rules(settings)
     result = compute_job(
         events,
         now=time.time() if now is None else now,
-        heartbeat_timeout_s=settings.heartbeat_timeout_s if settings else HEARTBEAT_TIMEOUT_S,
-        abandon_timeout_s=settings.abandon_timeout_s if settings else ABANDON_TIMEOUT_S,
+        heartbeat_timeout_s=heartbeat_s,
+        abandon_timeout_s=abandon_s,
         custom_phases=custom_phases,
     )
     check_run_span(job_id, result, max_span)
@@ -94,7 +95,10 @@ def compute(
 
 # Every time an event carries (docs/PROTOCOL.md): the span of a job is from the least to the most.
 _TIME_FIELDS = ("ts", "start", "end", "blocking_end")
-MAX_JOB_SPAN_S = 366 * 86_400.0
+
+
+def _max_span(settings: Settings | None) -> float:
+    return settings.max_job_span_s if settings else MAX_JOB_SPAN_S
 
 
 class JobSpanTooLong(ValueError):
@@ -231,7 +235,7 @@ def recompute_job(
         heartbeat_timeout_s=heartbeat_s, abandon_timeout_s=abandon_s, custom_phases=custom_phases
     )
     at = time.time() if now is None else now
-    max_span = settings.max_job_span_s if settings else MAX_JOB_SPAN_S
+    max_span = _max_span(settings)
     result = None
     if incremental:
         result = _extend(
