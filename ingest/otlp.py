@@ -194,7 +194,8 @@ def _as_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    # ASCII digits only: str.isdigit also takes "¹" (which int() refuses) and "٣" (read as 3).
+    if isinstance(value, str) and value.isascii() and value.strip().lstrip("-").isdigit():
         return int(value.strip())
     return None
 

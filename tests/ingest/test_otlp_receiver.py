@@ -228,3 +228,14 @@ def test_onelogger_metric_updates_are_stitched_across_exports_in_any_order(
     comps = ett["components"]
     # Windows from the first iteration's end (T0+101) to the last update (T0+150), end to end.
     assert comps["effective_training"] == pytest.approx(49)
+
+
+def test_an_attributes_integer_is_ascii_digits_only() -> None:
+    """A string attribute read as an integer is ASCII digits: "¹" (a ValueError before) and "٣" are none."""
+    from ingest.otlp import _as_int
+
+    assert _as_int(" -12 ") == -12
+    assert _as_int("12") == 12
+    assert _as_int("¹") is None
+    assert _as_int("٣") is None
+    assert _as_int(3.0) == 3
