@@ -16,8 +16,7 @@ from sqlalchemy.orm import Session
 
 from backend.jobs.models import AttemptHost
 from backend.metrics import lemons
-
-DAY_S = 86400.0
+from backend.timefmt import DAY_S
 
 
 def node_rows(*, db_session: Session, start: float, end: float) -> list[Any]:

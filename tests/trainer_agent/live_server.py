@@ -102,6 +102,21 @@ class LiveServer:
         with urllib.request.urlopen(self.url + path, timeout=30) as answer:
             return json.loads(answer.read())
 
+    def ended_ett(self, job_id: str, status: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The job's stored ETT answer once the worker has recomputed it ended with `status`
+        (the read path serves what is stored; the worker catches up within a few rounds)."""
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.get(f"/api/v1/jobs/{job_id}/ett")
+                if last.get("status") == status and not last.get("provisional"):
+                    return last
+            except urllib.error.HTTPError as err:
+                last = f"HTTP {err.code}"
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} did not end as {status!r} within {timeout_s} s: {last}")
+
     def stored_events(self, job_id: str) -> list[dict[str, Any]]:
         """The raw events stored for one job (normalized payloads)."""
         with sqlite3.connect(self.db_path) as conn:

@@ -60,8 +60,7 @@ def test_dlrm_with_a_crash_and_a_sigterm(live: LiveServer, tmp_path: Path) -> No
     assert "injected crash at step 90" in log
     assert "attempt 2 finished at step 200" in log
 
-    answer = live.get(f"/api/v1/jobs/{job}/ett")
-    assert answer["status"] == "succeeded" and not answer["provisional"]
+    answer = live.ended_ett(job, "succeeded")
     kinds = {k: n for k, n in answer["l1"]["nof_by_kind"].items() if n}
     assert kinds == {"app_error": 1, "preemption": 1}
     assert [f["attempt"] for f in answer["l1"]["failures"]] == [0, 1]

@@ -211,7 +211,7 @@ def test_sigterm_shows_as_a_preemption_in_the_ett_answer(live: LiveServer, tmp_p
     scheduler.job_ended("failed")
     assert scheduler.flush(timeout=10)
     scheduler.close(timeout=5)
-    answer = live.get(f"/api/v1/jobs/{job}/ett")
+    answer = live.ended_ett(job, "failed")
     kinds = {k: n for k, n in answer["l1"]["nof_by_kind"].items() if n}
     assert kinds == {"preemption": 1}
     assert answer["effective_s"] > 0

@@ -98,17 +98,7 @@ def ett_result(
     live: LiveServer, job_id: str, status: str, timeout_s: float = 30.0
 ) -> dict[str, Any]:
     """The engine's answer for a job once it has ended with `status`."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = live.get(f"/api/v1/jobs/{job_id}/ett")
-            if last.get("status") == status and not last.get("provisional"):
-                return last
-        except urllib.error.HTTPError as err:
-            last = f"HTTP {err.code}"
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} did not end as {status!r} within {timeout_s} s: {last}")
+    return live.ended_ett(job_id, status, timeout_s)
 
 
 def hook_log(state_dir: Path) -> str:
