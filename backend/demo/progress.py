@@ -7,6 +7,7 @@ step of `ett demo` that can take more than a couple of seconds reports through `
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
@@ -18,6 +19,7 @@ T = TypeVar("T")
 # Without a terminal: one line per this many seconds (and the step's last line).
 LOG_INTERVAL_S = 5.0
 LOG_WIDTH = 88
+_BAR = re.compile(r"\|[^|]*\|")
 
 
 class _Lines:
@@ -29,9 +31,12 @@ class _Lines:
 
     def write(self, s: str) -> int:
         text = s.replace("\r", "").strip()
-        if text and text != self.last:
+        # The percentage and count, without the bar, times and rate: the closing redraw of a
+        # line already written differs only in those (the bar's width follows the rate's).
+        shown = _BAR.sub("|", text.split(" [", 1)[0])
+        if text and shown != self.last:
             self.out.write(text + "\n")
-            self.last = text
+            self.last = shown
         return len(s)
 
     def flush(self) -> None:

@@ -21,7 +21,8 @@ def test_without_a_terminal_each_update_is_a_line_of_its_own() -> None:
     lines = text.splitlines()
     assert lines[0].startswith("SLO history:   0%") and "0/3" in lines[0]
     assert lines[-1].startswith("SLO history: 100%") and "3/3" in lines[-1]
-    assert len(lines) == len(set(lines))  # the closing redraw is not repeated
+    counts = [line.split("|")[0] + line.split("|")[-1].split(" [")[0] for line in lines]
+    assert len(counts) == len(set(counts))  # the closing redraw is not repeated
     assert all(len(line) <= progress.LOG_WIDTH for line in lines)
 
 
@@ -36,3 +37,13 @@ def test_a_disabled_bar_writes_nothing_and_track_still_yields() -> None:
     out = io.StringIO()
     assert list(progress.track(range(3), "x", enabled=False, file=out)) == [0, 1, 2]
     assert out.getvalue() == ""
+
+
+def test_the_closing_redraw_of_a_slow_step_is_not_a_second_line() -> None:
+    out = io.StringIO()
+    with progress.bar(2, "ETT%", "job", file=out) as b:
+        b.update(2)
+        b.refresh()  # written at 100%
+        b.start_t -= 1.0  # the close redraws with another elapsed time and rate
+    assert [line.split(":", 1)[0] for line in out.getvalue().splitlines()] == ["ETT%", "ETT%"]
+    assert out.getvalue().count("2/2") == 1
