@@ -28,6 +28,27 @@ log = logging.getLogger("trainer_agent")
 
 F = TypeVar("F", bound=Callable[..., Any])
 _INF = float("inf")
+# What a process must set to report; an agent without them says so once per process.
+SETTINGS_HELP = (
+    "set ETT_ENDPOINT (the server, e.g. http://127.0.0.1:8050), ETT_TOKEN (an ingest token: "
+    "`ett token create --name NAME --scope ingest` on the server) and ETT_JOB_ID"
+)
+_said_disabled = False
+
+
+def _say_disabled(job_id: str, endpoint: str) -> None:
+    global _said_disabled
+    if _said_disabled:
+        return
+    _said_disabled = True
+    missing = [
+        name for name, value in (("ETT_ENDPOINT", endpoint), ("ETT_JOB_ID", job_id)) if not value
+    ]
+    log.warning(
+        "trainer_agent: %s not set: this process reports nothing to ETT; %s",
+        " and ".join(missing),
+        SETTINGS_HELP,
+    )
 
 
 def _env_int(environ: dict[str, str] | None, names: tuple[str, ...]) -> int:
@@ -364,13 +385,18 @@ class Agent:
         self._next_beat = 0.0
         self.enabled = bool(self.job_id) and (bool(self.endpoint) or transport is not None)
         if not self.enabled:
-            if self.job_id or self.endpoint:
-                log.warning("trainer_agent: disabled (needs both a job id and an endpoint)")
+            _say_disabled(self.job_id, self.endpoint)
             self.step = self._step_disabled  # type: ignore[method-assign]
             self.sender: Sender | None = None
             return
         if not self.report_progress:
             self.step = self._step_disabled  # type: ignore[method-assign]
+        if not token and transport is None:
+            log.warning(
+                "trainer_agent: ETT_TOKEN is not set: %s refuses events without a token; %s",
+                self.endpoint,
+                SETTINGS_HELP,
+            )
         self.sender = None
         try:
             self._start(

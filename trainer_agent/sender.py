@@ -64,6 +64,8 @@ class SenderStats:
     dead_lettered: int = 0
     # Delivered, but waiting on the server for the job's job_submitted (a model-scoped token).
     held: int = 0
+    # Batches the API answered 401 or 403: it is up, but refuses this token.
+    auth_refused: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters as a plain dict."""
@@ -627,6 +629,7 @@ class Sender:
         if status == 429 or status == 408 or status >= 500:
             raise _Retry(answer.retry_after_s or 0.0, f"HTTP {status}", events)
         if status in _AUTH_STATUSES:
+            self.stats.auth_refused += 1
             detail = (answer.body or {}).get("detail")
             log.error("trainer_agent: ingest refused the token (HTTP %s): %s", status, detail)
             raise _Retry(

@@ -53,7 +53,7 @@ def backfill(*, db_session: Session, instants: Iterable[float]) -> int:
     for at in instants:
         cache: dict[Any, Any] = {}
         for spec in specs:
-            value = worst(spec, indicators.measure(db_session, spec, at, cache))
+            value = worst(spec, indicators.measure(db_session, spec, at, cache, drivers=False))
             db_session.execute(
                 delete(SloHistoryPoint).where(
                     SloHistoryPoint.slo == spec.name, SloHistoryPoint.ts == at
@@ -73,7 +73,7 @@ def backfill(*, db_session: Session, instants: Iterable[float]) -> int:
 
 
 def _store(db_session: Session, spec: SloSpec, at: float, cache: dict[Any, Any]) -> None:
-    value = worst(spec, indicators.measure(db_session, spec, at, cache))
+    value = worst(spec, indicators.measure(db_session, spec, at, cache, drivers=False))
     db_session.add(
         SloHistoryPoint(
             slo=spec.name, ts=at, value=value, breached=value is not None and spec.breached(value)

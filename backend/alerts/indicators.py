@@ -29,17 +29,23 @@ TOP_N = 5
 
 
 def measure(
-    db_session: Session, slo: SloSpec, now: float, cache: dict[Any, Any] | None = None
+    db_session: Session,
+    slo: SloSpec,
+    now: float,
+    cache: dict[Any, Any] | None = None,
+    *,
+    drivers: bool = True,
 ) -> list[Evaluation]:
     """The SLO's indicator over [now - window, now]: one Evaluation, or one per model.
 
     `cache` (one dict per evaluation pass) shares the window totals between SLOs that have the
-    same window and model filter, which is most of them.
+    same window and model filter, which is most of them. `drivers=False` leaves out the share
+    indicators' top jobs (a query per SLO) where only the values are kept (SLO history).
     """
     t0, t1 = now - slo.window_s, now
     cache = {} if cache is None else cache
     if slo.indicator in ("gpu_time_share", "ett_floor"):
-        out = _share(db_session, slo, t0, t1, cache)
+        out = _share(db_session, slo, t0, t1, cache, drivers=drivers)
     elif slo.indicator == "duration_percentile":
         out = _duration_percentile(db_session, slo, t0, t1)
     elif slo.indicator == "failures_per_job":
@@ -168,7 +174,13 @@ def _phase_clause(slo: SloSpec) -> Any:
 
 
 def _share(
-    db_session: Session, slo: SloSpec, t0: float, t1: float, cache: dict[Any, Any]
+    db_session: Session,
+    slo: SloSpec,
+    t0: float,
+    t1: float,
+    cache: dict[Any, Any],
+    *,
+    drivers: bool = True,
 ) -> list[Evaluation]:
     """Share of wall GPU-time in the SLO's component (or the ETT% floor), from the metrics layer."""
     floor = slo.indicator == "ett_floor"
@@ -186,15 +198,19 @@ def _share(
     # Who drives it: for a ceiling, the most GPU-seconds in the component; for a floor, the
     # most GPU-seconds lost outside effective training.
     ranked_sql = JobInterval.component != EFFECTIVE if floor else hit_sql
-    top = window.top_jobs(
-        db_session=db_session,
-        start=t0,
-        end=t1,
-        ranked=ranked_sql,
-        hit=hit_sql,
-        per_model=slo.per_model,
-        limit_in_sql=not (slo.model and _is_glob(slo.model)),
-        **scope,
+    top = (
+        window.top_jobs(
+            db_session=db_session,
+            start=t0,
+            end=t1,
+            ranked=ranked_sql,
+            hit=hit_sql,
+            per_model=slo.per_model,
+            limit_in_sql=not (slo.model and _is_glob(slo.model)),
+            **scope,
+        )
+        if drivers
+        else {}
     )
     return [
         Evaluation(

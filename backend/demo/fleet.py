@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from backend.demo.progress import track
 from backend.demo.simulator import (
     Event,
     Interruption,
@@ -570,6 +571,11 @@ def fleet_annotations(spec: FleetSpec) -> list[dict[str, Any]]:
     return sorted((n for n in notes if n["ts"] <= spec.now), key=lambda n: (n["ts"], n["title"]))
 
 
-def count_events(spec: FleetSpec) -> int:
-    """How many events `fleet_events(spec)` yields (a progress bar's total)."""
-    return sum(1 for _ in fleet_events(spec))
+def count_events(spec: FleetSpec, *, progress: bool = False) -> int:
+    """How many events `fleet_events(spec)` yields (a progress bar's total); with `progress`,
+    a bar of the jobs counted (the whole fleet is simulated once for it)."""
+    due = [plan for plan in plans(spec) if plan.submitted_at <= spec.now]
+    return sum(
+        len(cut_at(job_events(plan), spec.now))
+        for plan in track(due, "simulate", "job", enabled=progress)
+    )

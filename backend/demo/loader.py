@@ -13,10 +13,10 @@ from itertools import islice
 from typing import Any
 
 import httpx
-from tqdm import tqdm
 
 from backend.config import Settings
 from backend.db import Database
+from backend.demo import progress as bars
 from backend.demo.simulator import Event
 
 MAX_BATCH = 10_000
@@ -51,10 +51,6 @@ def batches(events: Iterable[Event], size: int = MAX_BATCH) -> Iterator[list[Eve
         yield batch
 
 
-def _bar(total: int | None, desc: str, unit: str, progress: bool) -> tqdm:
-    return tqdm(total=total, desc=desc, unit=unit, disable=not progress, dynamic_ncols=True)
-
-
 DEMO_AUTHOR = "demo"
 
 
@@ -87,13 +83,19 @@ def history_instants(start: float, now: float, *, daily_days: int = 14) -> list[
     return sorted(out)
 
 
-def backfill_slo_history(database: Database, settings: Settings, start: float, now: float) -> int:
+def backfill_slo_history(
+    database: Database, settings: Settings, start: float, now: float, *, progress: bool = True
+) -> int:
     """The shipped SLOs (synced from their file) measured over the fleet's past; answers points."""
     from backend.alerts import history, store
 
+    n = 0
     with database.session() as s:
         store.sync_from_file(db_session=s, slo_file=store.slo_file_for(settings), now=now)
-        n = history.backfill(db_session=s, instants=history_instants(start, now))
+        for at in bars.track(
+            history_instants(start, now), "SLO history", "instant", enabled=progress
+        ):
+            n += history.backfill(db_session=s, instants=[at])
         s.commit()
     return n
 
@@ -115,7 +117,7 @@ def load_in_process(
     report = LoadReport()
     touched: set[str] = set()
     started = time.perf_counter()
-    with _bar(total_events, "ingest", "ev", progress) as bar:
+    with bars.bar(total_events, "ingest", "ev", enabled=progress) as bar:
         for batch in batches(events, batch_size):
             with database.session() as s:
                 result = ingest_batch(db_session=s, events=batch, token=None)
@@ -152,7 +154,7 @@ def recompute_jobs(
     """Run the ETT engine's recompute over the given jobs, in chunks, with a progress bar."""
     from backend.results import recompute
 
-    with _bar(len(job_ids), "ETT%", "job", progress) as bar:
+    with bars.bar(len(job_ids), "ETT%", "job", enabled=progress) as bar:
         for i in range(0, len(job_ids), RECOMPUTE_CHUNK):
             chunk = job_ids[i : i + RECOMPUTE_CHUNK]
             with database.session() as s:
@@ -183,7 +185,7 @@ def send_over_http(
     report = LoadReport()
     started = time.perf_counter()
     try:
-        with _bar(total_events, "send", "ev", progress) as bar:
+        with bars.bar(total_events, "send", "ev", enabled=progress) as bar:
             for batch in batches(events, batch_size):
                 answer = http.post(
                     "/api/v1/events",

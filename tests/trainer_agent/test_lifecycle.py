@@ -101,6 +101,44 @@ def test_readme_snippet_run_verbatim_gives_an_ended_job(live: LiveServer, tmp_pa
     assert (again["ett_pct"], again["e2e_s"]) == (answer["ett_pct"], answer["e2e_s"])
 
 
+def test_readme_snippet_with_nothing_set_says_so_once_and_exits_0(tmp_path: Path) -> None:
+    """A newcomer who runs the snippet before pointing it at a server is told what to set."""
+    script = tmp_path / "readme_snippet.py"
+    # A second agent in the same process: still one warning.
+    script.write_text(readme_snippet() + "\ntrainer_agent.Agent(model='again')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ETT_", "TORCHELASTIC_"))}
+    env.pop("XDG_CACHE_HOME", None)
+    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path))
+    run = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = [line for line in run.stderr.splitlines() if "reports nothing" in line]
+    assert len(said) == 1, run.stderr[-3000:]
+    assert said[0].startswith("trainer_agent: ETT_ENDPOINT and ETT_JOB_ID not set")
+    for name in ("ETT_ENDPOINT", "ETT_TOKEN", "ETT_JOB_ID", "ett token create"):
+        assert name in said[0]
+    assert not (tmp_path / ".cache" / "ett-agent").exists()  # nothing spooled either
+
+
+def test_agent_without_a_token_warns_that_the_server_refuses(
+    fake_ingest: FakeIngest, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trainer_agent")
+    agent = Agent(
+        job_id="no-token-1",
+        endpoint=fake_ingest.url,
+        spool_dir=tmp_path / "spool",
+        install_handlers=False,
+        heartbeat_s=0,
+    )
+    try:
+        said = [r.getMessage() for r in caplog.records if "ETT_TOKEN is not set" in r.getMessage()]
+        assert said and fake_ingest.url in said[0] and "ett token create" in said[0]
+    finally:
+        agent.close(timeout=1)
+
+
 def test_scheduler_owned_job_gets_no_lifecycle_from_the_trainer(
     live: LiveServer, tmp_path: Path
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from tests.trainer_agent.fake_ingest import FakeIngest
 from tests.trainer_agent.live_server import free_port
+from trainer_agent.slurm import __main__ as cli
 from trainer_agent.slurm import convert, hooks, install
 
 
@@ -233,3 +235,104 @@ def test_outage_costs_one_timeout_then_hooks_only_spool(
     assert sorted(fake_ingest.events) == sorted(e["event_id"] for e in first + second)
     assert not list((tmp_path / "spool").glob("*/*.json"))
     assert not settings.down_marker.exists()
+
+
+def _usage_examples() -> list[list[str]]:
+    """The command lines of the hook's --help (its module docstring), up to their comments."""
+    examples = []
+    for line in (cli.__doc__ or "").splitlines():
+        words = line.split()
+        if words[:3] == ["python", "-m", "trainer_agent.slurm"]:
+            args = []
+            for word in words[3:]:
+                if word.startswith("("):
+                    break
+                args.append(word)
+            examples.append(args)
+    return examples
+
+
+def test_every_usage_example_of_the_help_parses() -> None:
+    examples = _usage_examples()
+    assert [args[0] for args in examples] == [
+        "install",
+        "prolog-slurmctld",
+        "jobcomp",
+        "task-prolog",
+        "flush",
+    ]
+    install_args = examples[0]
+    assert install_args[1:] == [
+        "--scripts-dir",
+        "/etc/slurm/ett",
+        "--endpoint",
+        "URL",
+        "--token-file",
+        "F",
+    ]
+    for args in examples:
+        parsed = cli._parser().parse_args(args)  # "unrecognized arguments" exits 2
+        assert parsed.command == args[0]
+    parsed = cli._parser().parse_args(install_args)
+    assert (parsed.endpoint, parsed.token_file, parsed.scripts_dir) == (
+        "URL",
+        "F",
+        "/etc/slurm/ett",
+    )
+    # Before the command they still count; after it, only what is given there replaces them.
+    parsed = cli._parser().parse_args(
+        ["--endpoint", "A", "--timeout", "2", "jobcomp", "--endpoint", "B"]
+    )
+    assert (parsed.endpoint, parsed.timeout, parsed.verbose) == ("B", 2.0, False)
+
+
+def test_the_install_example_run_as_written_writes_its_settings(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("secret\n")
+    real = {
+        "/etc/slurm/ett": str(tmp_path / "scripts"),
+        "URL": "http://ett.example:8050",
+        "F": str(token_file),
+    }
+    args = [real.get(word, word) for word in _usage_examples()[0]]
+    assert cli.main([*args, "--dir", str(tmp_path / "state")]) == 0
+    env_file = (tmp_path / "scripts" / install.ENV_FILE).read_text()
+    assert "export ETT_ENDPOINT=http://ett.example:8050\n" in env_file
+    assert f"export ETT_TOKEN_FILE={token_file.resolve()}\n" in env_file
+    assert f"export ETT_SLURM_DIR={tmp_path / 'state'}\n" in env_file
+
+
+def test_a_refused_token_is_reported_as_such_with_the_fix(
+    tmp_path: Path, fake_ingest: FakeIngest, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    token_file = tmp_path / "token"
+    token_file.write_text("not-the-token\n")
+    settings = hooks.settings_from_env(
+        {"ETT_ENDPOINT": fake_ingest.url, "ETT_TOKEN_FILE": str(token_file)}
+    )
+    settings.directory, settings.timeout_s = tmp_path, 1.0
+    events = convert.end_events("slurm-c-5", 0, "COMPLETED", 1_764_000_010.0, requeued=False)
+    assert not hooks.deliver(settings, "slurm-c-5", events)
+    assert fake_ingest.requests and not fake_ingest.events  # it answered: 401
+    said = " ".join(r.getMessage() for r in caplog.records if r.name == "trainer_agent.slurm")
+    assert "not reached" not in said
+    assert f"ETT server {fake_ingest.url} refused the token in {token_file}" in said
+    assert "ett token create" in said and "trainer_agent.slurm flush" in said
+    # The next hook spools only (no second timeout), and says why the server is marked.
+    caplog.clear()
+    assert hooks.server_marked_down(settings)
+    more = convert.end_events("slurm-c-6", 0, "FAILED", 1_764_000_020.0, requeued=False)
+    assert not hooks.deliver(settings, "slurm-c-6", more)
+    said = " ".join(r.getMessage() for r in caplog.records if r.name == "trainer_agent.slurm")
+    assert "it refused the token" in said
+
+    # `flush` with the wrong token says so too; with the right one it sends everything.
+    caplog.clear()
+    flush = ["flush", "--endpoint", fake_ingest.url, "--dir", str(tmp_path), "--token-file"]
+    assert cli.main([*flush, str(token_file), "--wait", "1"]) == 1
+    said = " ".join(r.getMessage() for r in caplog.records if r.name == "trainer_agent.slurm")
+    assert "refused the token" in said
+    token_file.write_text("secret\n")
+    assert cli.main([*flush, str(token_file), "--wait", "5"]) == 0
+    assert sorted(fake_ingest.events) == sorted(e["event_id"] for e in events + more)

@@ -29,12 +29,7 @@ from trainer_agent.slurm import convert, hooks, install
 log = logging.getLogger("trainer_agent.slurm")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainer_agent.slurm",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help="ETT server base URL (default: $ETT_ENDPOINT)")
     parser.add_argument(
         "--token-file", help="file holding an ingest token (default: $ETT_TOKEN_FILE)"
@@ -69,13 +64,38 @@ def _parser() -> argparse.ArgumentParser:
         "gres/gpu (default: $ETT_SLURM_MAX_GPUS_PER_NODE or 8)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer_agent.slurm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_settings(parser)
+    # The same options after the command too (`install --endpoint URL`, as the usage says); a
+    # subcommand's copy sets only what is given there, so an option before the command stays.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    _add_settings(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("prolog-slurmctld", help="PrologSlurmctld hook: job_submitted, attempt_started")
-    sub.add_parser("jobcomp", help="jobcomp/script hook: failure, attempt_ended, job_ended")
-    sub.add_parser("task-prolog", help="TaskProlog: print export ETT_JOB_OWNER / ETT_JOB_ID")
-    flush = sub.add_parser("flush", help="send every spooled event; exit 1 if some still wait")
+    sub.add_parser(
+        "prolog-slurmctld",
+        parents=[common],
+        help="PrologSlurmctld hook: job_submitted, attempt_started",
+    )
+    sub.add_parser(
+        "jobcomp", parents=[common], help="jobcomp/script hook: failure, attempt_ended, job_ended"
+    )
+    sub.add_parser(
+        "task-prolog", parents=[common], help="TaskProlog: print export ETT_JOB_OWNER / ETT_JOB_ID"
+    )
+    flush = sub.add_parser(
+        "flush", parents=[common], help="send every spooled event; exit 1 if some still wait"
+    )
     flush.add_argument("--wait", type=float, default=30.0, help="seconds to try (default: 30)")
-    inst = sub.add_parser("install", help="write the hook scripts and print the slurm.conf lines")
+    inst = sub.add_parser(
+        "install", parents=[common], help="write the hook scripts and print the slurm.conf lines"
+    )
     inst.add_argument(
         "--scripts-dir", required=True, help="where the scripts go, e.g. /etc/slurm/ett"
     )

@@ -31,6 +31,10 @@ DEFAULT_DIR = "/var/spool/ett-slurm"
 STATE_MAX_AGE_S = 30 * 24 * 3600.0
 # After a failed send, hooks only spool for this long before one tries the server again.
 DOWN_RETRY_S = 30.0
+# How a send ended (_send_spool).
+SENT = "sent"
+TOKEN_REFUSED = "token refused"
+NOT_REACHED = "not reached"
 _GPU_SOURCES = {
     "allocation": "SLURM's allocation",
     "request": "the job's request",
@@ -417,48 +421,81 @@ def deliver(settings: Settings, ett_id: str, events: list[ev.Event]) -> bool:
         # Another hook just failed to reach the server: spool only, so that an outage costs
         # SLURM one hook timeout per DOWN_RETRY_S, not one per job start and end.
         log.warning(
-            "ett-slurm: ETT server marked down (%s); %s's events wait in %s",
+            "ett-slurm: ETT server marked down (%s: %s); %s's events wait in %s",
             settings.down_marker,
+            _marked_reason(settings),
             ett_id,
             spool.directory,
         )
         return False
-    delivered = _send_spool(settings, spool, deadline)
-    if delivered:
+    outcome = _send_spool(settings, spool, deadline)
+    if outcome == SENT:
         flush_all(settings, deadline)  # the server answers: send what earlier hooks left behind
     else:
-        log.warning(
-            "ett-slurm: ETT server %s not reached; %s's events wait in %s",
-            settings.endpoint,
-            ett_id,
-            spool.directory,
-        )
-    return delivered
+        _say_why(settings, outcome, f"{ett_id}'s events wait in {spool.directory}")
+    return outcome == SENT
 
 
 def server_marked_down(settings: Settings) -> bool:
-    """True while a hook failed to reach the server less than DOWN_RETRY_S ago."""
+    """True while a hook failed to reach the server (or had its token refused) less than
+    DOWN_RETRY_S ago."""
     try:
-        if settings.down_marker.read_text(encoding="utf-8").strip() != settings.endpoint:
+        lines = settings.down_marker.read_text(encoding="utf-8").splitlines()
+        if not lines or lines[0].strip() != settings.endpoint:
             return False  # marked for another address
         return time.time() - settings.down_marker.stat().st_mtime < DOWN_RETRY_S
     except OSError:
         return False
 
 
-def _mark_server(settings: Settings, up: bool) -> None:
+def _marked_reason(settings: Settings) -> str:
+    with contextlib.suppress(OSError):
+        lines = settings.down_marker.read_text(encoding="utf-8").splitlines()
+        if len(lines) > 1 and lines[1].strip() == TOKEN_REFUSED:
+            return "it refused the token"
+    return "not reached"
+
+
+def _mark_server(settings: Settings, up: bool, why: str = NOT_REACHED) -> None:
     with contextlib.suppress(OSError):
         if up:
             settings.down_marker.unlink(missing_ok=True)
         else:
             settings.down_marker.parent.mkdir(parents=True, exist_ok=True)
-            settings.down_marker.write_text(settings.endpoint + "\n")
+            settings.down_marker.write_text(f"{settings.endpoint}\n{why}\n")
 
 
-def _send_spool(settings: Settings, spool: Spool, deadline: float) -> bool:
+def _token_source(settings: Settings) -> str:
+    if settings.token_file:
+        return f"the token in {settings.token_file}"
+    return (
+        "ETT_TOKEN"
+        if settings.token
+        else "no token (neither --token-file, ETT_TOKEN_FILE nor ETT_TOKEN is set)"
+    )
+
+
+def _say_why(settings: Settings, outcome: str, waiting: str) -> None:
+    """Log why a send failed: the server refused the token (and how to fix it), or was away."""
+    if outcome == TOKEN_REFUSED:
+        log.error(
+            "ett-slurm: ETT server %s refused %s (HTTP 401/403); %s. Create an ingest token on "
+            "the server (`ett token create --name slurm --scope ingest`), write it to the file "
+            "that --token-file or ETT_TOKEN_FILE names, then run `python -m trainer_agent.slurm "
+            "flush` to send what waits",
+            settings.endpoint,
+            _token_source(settings),
+            waiting,
+        )
+    else:
+        log.warning("ett-slurm: ETT server %s not reached; %s", settings.endpoint, waiting)
+
+
+def _send_spool(settings: Settings, spool: Spool, deadline: float) -> str:
+    """Send one spool until the deadline: SENT, TOKEN_REFUSED or NOT_REACHED."""
     left = deadline - time.monotonic()
     if left <= 0:
-        return False
+        return NOT_REACHED
     sender = Sender(
         HttpTransport(settings.endpoint, settings.token),
         spool,
@@ -469,12 +506,16 @@ def _send_spool(settings: Settings, spool: Spool, deadline: float) -> bool:
     delivered = sender.flush(left)
     sender.close(0.5)
     answered = sender.stats.sent + sender.stats.duplicates + sender.stats.rejected
-    _mark_server(settings, up=answered > 0 or delivered)
+    refused = sender.stats.auth_refused > 0 and not delivered
+    # A refused token is marked too: each later hook would wait out its timeout on it.
+    _mark_server(
+        settings, up=answered > 0 or delivered, why=TOKEN_REFUSED if refused else NOT_REACHED
+    )
     if delivered and not spool.pending_files():
         with contextlib.suppress(OSError):
             spool.directory.rmdir()  # only when empty: keeps flush_all's scan short
-        return True
-    return False
+        return SENT
+    return TOKEN_REFUSED if refused else NOT_REACHED
 
 
 def flush_all(settings: Settings, deadline: float) -> bool:
@@ -491,7 +532,10 @@ def flush_all(settings: Settings, deadline: float) -> bool:
         spool = Spool(folder.path, max_bytes=settings.spool_max_bytes)
         if not spool.pending_files() and not spool.recover():
             continue
-        if not _send_spool(settings, spool, deadline):
+        outcome = _send_spool(settings, spool, deadline)
+        if outcome != SENT:
+            if outcome == TOKEN_REFUSED:
+                _say_why(settings, outcome, f"the events wait in {settings.spool_root}")
             clean = False
             break
     return clean

@@ -530,6 +530,14 @@ def test_label_filter_scopes_the_share_and_agrees_with_the_sql_path(database: Da
         globbed = indicators.measure(s, SloSpec.model_validate({**base, "model": "model-?"}), now)[
             0
         ]
+        # The SLO history keeps values only: without the drivers' query, the same value.
+        bare = indicators.measure(s, SloSpec.model_validate(base), now, drivers=False)[0]
+    assert (bare.value, bare.jobs, bare.models) == (
+        everything.value,
+        everything.jobs,
+        everything.models,
+    )
+    assert bare.job_drivers == [] and everything.job_drivers
     assert east.value == pytest.approx(100 * 300 / 6360) and east.jobs == 3
     assert west.value == pytest.approx(100 * 3300 / 9360) and west.jobs == 2
     assert everything.value == pytest.approx(100 * (3 * 300 + 2 * 3300) / (3 * 6360 + 2 * 9360))
