@@ -66,6 +66,18 @@ def _pending_for(db_session: Session, specs: Sequence[SloSpec]) -> dict[str, flo
     return out
 
 
+def _last_pass(db_session: Session) -> float:
+    """The clock of the evaluator's last pass over the SLOs but the live ones (0 if none)."""
+    return max(
+        (
+            state.last_evaluated_at
+            for state in db_session.scalars(select(AlertState))
+            if not is_live_state(state)
+        ),
+        default=0.0,
+    )
+
+
 def _pass(
     db_session: Session,
     settings: Settings,
@@ -97,7 +109,8 @@ def replay(
     The SLOs are those in the database (the caller syncs the SLO file first).
 
     Refuses (RuntimeError) while another evaluator holds the lease: a replay moves the same
-    alert states. `on_pass` runs after every pass (the demo acknowledges and silences there);
+    alert states. Instants at or before the evaluator's last pass only store their history
+    points, so a replay run again (a resumed demo load) never steps a state back in time. `on_pass` runs after every pass (the demo acknowledges and silences there);
     `on_instant` after every instant (a progress bar).
     """
     if not acquire_lease(
@@ -108,8 +121,20 @@ def replay(
     out = ReplayReport()
     try:
         specs = [s for s in store.list_slos(db_session=db_session) if s.enabled and not s.is_live]
+        done = _last_pass(db_session)
         for at in instants:
             measures = _Measures(db_session, at, {})
+            if at <= done:
+                # A resumed replay: the states are already past this instant; history only.
+                for spec in specs:
+                    history.store_point(
+                        db_session=db_session, spec=spec, at=at, evaluations=measures(spec)
+                    )
+                    out.points += 1
+                db_session.commit()
+                if on_instant is not None:
+                    on_instant(at)
+                continue
             _pass(db_session, settings, specs, measures, out, on_pass)
             for spec in specs:
                 if spec.name in measures.values:

@@ -95,10 +95,25 @@ class DemoOnCall:
     pending (before it fires) and acknowledges the first other one that fires, through the real
     silence and acknowledgement services, at the evaluator's clock."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.max_silence_s = settings.silence_max_duration_s
         self.silenced: str | None = None
         self.acknowledged: str | None = None
+        if database is not None:
+            # A resumed load: what the on-call already did stays done.
+            from sqlalchemy import select
+
+            from backend.alerts.models import Acknowledgement, Silence
+
+            with database.session() as s:
+                if s.scalar(select(Silence.id).where(Silence.created_by == DEMO_ONCALL).limit(1)):
+                    self.silenced = "(before)"
+                if s.scalar(
+                    select(Acknowledgement.fingerprint)
+                    .where(Acknowledgement.acknowledged_by == DEMO_ONCALL)
+                    .limit(1)
+                ):
+                    self.acknowledged = "(before)"
 
     def __call__(self, db_session: Any, now: float, report: Any) -> None:
         """React to one pass's transitions."""
@@ -151,7 +166,7 @@ def backfill_slo_history(
                 db_session=s,
                 settings=settings,
                 instants=instants,
-                on_pass=DemoOnCall(settings),
+                on_pass=DemoOnCall(settings, database),
                 on_instant=lambda _at: bar.update(1),
             )
     dispatch.dispatch_pending(db=database, settings=settings, holder=replay.REPLAY_HOLDER)
