@@ -110,8 +110,9 @@ def replay(
 
     Refuses (RuntimeError) while another evaluator holds the lease: a replay moves the same
     alert states. Instants at or before the evaluator's last pass only store their history
-    points, so a replay run again (a resumed demo load) never steps a state back in time. `on_pass` runs after every pass (the demo acknowledges and silences there);
-    `on_instant` after every instant (a progress bar).
+    points, so a replay run again (a resumed demo load) never steps a state back in time.
+    `on_pass` runs after every pass (the demo acknowledges and silences there); `on_instant`
+    after every instant (a progress bar).
     """
     if not acquire_lease(
         db_session=db_session, holder=REPLAY_HOLDER, ttl_s=3600.0, now=time.time()
@@ -147,9 +148,10 @@ def replay(
                     out.points += 1
             db_session.commit()
             pending = _pending_for(db_session, specs)
-            if pending:
-                # The evaluator's next look that would fire them: `for` later, those re-measured.
-                later = at + max(pending.values())
+            later = at + max(pending.values(), default=0.0)
+            # The evaluator's next look that would fire them: `for` later, those re-measured
+            # (never in the future: the live evaluator takes them from now on).
+            if pending and later <= time.time():
                 reuse = {k: v for k, v in measures.values.items() if k not in pending}
                 _pass(
                     db_session, settings, specs, _Measures(db_session, later, reuse), out, on_pass
