@@ -36,6 +36,10 @@ from backend.timefmt import (
 # The default range of every read and page: the last DEFAULT_DAYS whole UTC days, today
 # included (setting ETT_DEFAULT_RANGE_DAYS).
 DEFAULT_DAYS = 180
+# The one default window of a model's fitted numbers (its ETT% headline, the checkpoint
+# interval tau*, the plan): GET /plan/*, GET /models/{model}/checkpoint-advice, and the model and
+# Plan pages when their URL names no start. The pages say it beside every headline number.
+MODEL_WINDOW_DAYS = 30
 BUCKET_DAYS = {"day": 1, "week": 7, "month": 31}
 # Query parameters holding times: start/end, <x>_start/<x>_end, <x>_after/<x>_before.
 TIME_SUFFIXES = (("start", "end"), ("after", "before"))

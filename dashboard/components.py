@@ -54,18 +54,32 @@ def register_deferred(prefix: str, render: Callable[[dict[str, Any]], Any]) -> N
 
 
 def card(
-    card_id: str, label: str, value: str, note: str | None = None, note_class: str = ""
+    card_id: str,
+    label: str,
+    value: str,
+    note: str | None = None,
+    note_class: str = "",
+    *,
+    scope: str | None = None,
 ) -> html.Div:
-    """A headline figure: a big number with its label (the number's element id is `card_id`)."""
+    """A headline figure: a big number with its label (the number's element id is `card_id`);
+    `scope` names what it is measured over ("last 30 d · 42 jobs", id `<card_id>-scope`)."""
     children: list[Any] = [
         html.Div(label, className="ett-card-label"),
         html.Div(value, id=card_id, className="ett-card-value"),
     ]
+    if scope:
+        children.append(html.Div(scope, id=f"{card_id}-scope", className="ett-card-scope"))
     if note:
         children.append(
             html.Div(note, id=f"{card_id}-note", className=f"ett-card-note {note_class}".strip())
         )
     return html.Div(children, className="ett-card")
+
+
+def window_scope(filters: Filters, jobs: int | None) -> str:
+    """What a headline number is measured over: "last 30 d · 42 jobs"."""
+    return f"{filters.window_label()} · {numbers.count(jobs)} jobs"
 
 
 def trend_note(

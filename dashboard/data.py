@@ -769,6 +769,22 @@ def alerts_view(
     return {"slos": slos, "alerts": alerts, "silences": silences}
 
 
+def alert_episodes(
+    filters: Filters, owner: str | None, component: str | None = None
+) -> list[dict[str, Any]]:
+    """The alert episodes firing at some time in the range (GET /api/v1/alerts/episodes)."""
+    with read_session() as s:
+        specs = {x.name: x for x in store.list_slos(db_session=s, owner=owner)}
+        items = alert_read.episode_docs(
+            db_session=s,
+            start=filters.start_ts,
+            end=filters.end_ts,
+            owner=owner,
+            component=component,
+        )
+    return [{**e, "spec": specs.get(e["slo"])} for e in items]
+
+
 def live_fleet(now: float | None = None) -> dict[str, Any]:
     """What the fleet is doing now (GET /api/v1/live): GPUs by live state, the bad jobs first,
     rolling ETT% of the fleet and each model (open jobs included)."""

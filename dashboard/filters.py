@@ -176,6 +176,24 @@ class Filters:
         """A link to `path` carrying these filters."""
         return f"{path}?{urlencode(self.query(**overrides))}"
 
+    def with_window(self, days: int, query: dict[str, Any]) -> Filters:
+        """These filters over the last `days` whole days to their end (today included) when the
+        URL names no start; the bucket follows the new range unless the URL names one."""
+        if query.get("start"):
+            return self
+        start = self.end - timedelta(days=days - 1)
+        bucket = query.get("bucket")
+        return replace(
+            self, start=start, bucket=bucket if bucket in BUCKETS else auto_bucket(start, self.end)
+        )
+
+    def window_label(self, today: date | None = None) -> str:
+        """The range in words for a headline number: "last 30 d", or "2026-01-01 to 2026-01-31"."""
+        today = today or datetime.now(UTC).date()
+        if self.end == today:
+            return f"last {(self.end - self.start).days + 1} d"
+        return f"{self.start.isoformat()} to {self.end.isoformat()}"
+
     def with_(self, **changes: Any) -> Filters:
         """A copy with some fields changed."""
         return replace(self, **changes)

@@ -152,3 +152,10 @@ def test_bench_load_smallest_with_history_counts_failures_on_arrival(tmp_path: P
     assert warmup["failures"] == warmup["restarts"] > 0
     assert fleet["rejected_events"] == 0 and fleet["unresolved"] == 0
     assert figures["throughput"]["workers_1_best_jobs_per_s"] > 0
+
+
+def test_bench_demo_alerts_smallest() -> None:
+    """The replay's added time on a tiny demo fleet: both steps run, episodes come out."""
+    out = _run("bench_demo_alerts.py", "--models", "2", "--days", "20", "--runs", "1")
+    assert "| history + alert replay |" in out
+    assert int(out.split(" episodes")[0].rsplit("; ", 1)[1]) > 0

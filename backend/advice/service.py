@@ -26,10 +26,12 @@ from backend.fleet.days import DAY_S
 from backend.fleet.ledger import job_contributions
 from backend.jobs.models import Job, Model
 from backend.metrics import core as metrics
+from backend.params import MODEL_WINDOW_DAYS
 
 TRAINING = ("effective_training", "wasted_training")
 
-DEFAULT_ADVICE_DAYS = 30.0
+# The advice's default window: the one model window (backend.params).
+DEFAULT_ADVICE_DAYS = float(MODEL_WINDOW_DAYS)
 BLOCKING = "checkpoint_blocking"
 
 
@@ -48,7 +50,7 @@ def checkpoint_advice(
     `checkpoint_interval_s`, else the median gap between saves). Derived: tau*, the WTT curve
     (`curve`: interval_s, wtt_pct, utt_pct, blocking_pct of training time), the minutes a day of
     training a move to tau* saves, and the predicted UTT (NoF x tau / 2) against the replay the
-    jobs measured. Defaults to the last 30 days; LookupError for an unknown model.
+    jobs measured. Defaults to the last MODEL_WINDOW_DAYS (30) days; LookupError for an unknown model.
     """
     if db_session.get(Model, model) is None:
         raise LookupError(f"unknown model {model!r}")

@@ -21,7 +21,7 @@ from backend.alerts import history as alerts_history
 from backend.alerts import indicators
 from backend.alerts.content import Evaluation, alert_labels, build_message, fingerprint
 from backend.alerts.delivery import AlertMessage
-from backend.alerts.models import AlertState, Notification, Silence
+from backend.alerts.models import AlertEpisode, AlertState, Notification, Silence
 from backend.alerts.silences import list_silences, silenced_by
 from backend.alerts.slos import LIVE_INDICATORS, SloSpec
 from backend.alerts.store import get_slo, list_slos
@@ -179,11 +179,12 @@ def _step(
     labels = dict(new.get("labels") or state.labels or {})
     live_ev = ev or evaluation_of(state)
     since = new["breach_started_at"] or state.fired_at or now
+    muted = silenced_by(silences, labels) if new["state"] == "firing" else None
     if new["state"] == "firing":
         if new["episode"] != state.episode:
             new["notified_firing"] = False
         # Queued once per episode; a silence that lapses while firing lets it through then.
-        if not new["notified_firing"] and slo is not None and silenced_by(silences, labels) is None:
+        if not new["notified_firing"] and slo is not None and muted is None:
             msg = build_message(
                 slo, live_ev, status="firing", since=since, ended_at=None, public_url=public_url
             )
@@ -212,6 +213,7 @@ def _step(
         for kind, msg in notices:
             if _queue(db_session, state.fingerprint, state.owner, new["episode"], kind, msg, now):
                 report.queued += 1
+        _record_episode(db_session, state, slo, old, new, value, muted, now)
         db_session.commit()
     except OperationalError as exc:
         # SQLite answers a lost write race with "database is locked": the other writer won.
@@ -221,6 +223,54 @@ def _step(
     if new["state"] != old:
         report.transitions.append((state.fingerprint, old, str(new["state"])))
     db_session.expire(state)
+
+
+def _record_episode(
+    db_session: Session,
+    state: AlertState,
+    slo: SloSpec | None,
+    old: str,
+    new: dict[str, Any],
+    value: float | None,
+    muted: Silence | None,
+    now: float,
+) -> None:
+    """Keep the episode's row in step with the state: opened when it fires, its peak while it
+    fires, its end when it resolves (in the caller's transaction)."""
+    if new["state"] == "firing" and old != "firing":
+        db_session.execute(
+            insert_for(db_session, AlertEpisode)
+            .values(
+                fingerprint=state.fingerprint,
+                episode=new["episode"],
+                slo_name=state.slo_name,
+                owner=state.owner,
+                component=state.component,
+                model=state.model,
+                breach_started_at=new["breach_started_at"],
+                fired_at=now,
+                peak=value,
+                objective=new["objective"],
+                silenced_by=muted.id if muted is not None else None,
+            )
+            .on_conflict_do_nothing(index_elements=["fingerprint", "episode"])
+        )
+        return
+    if old != "firing":
+        return
+    row = db_session.scalars(
+        select(AlertEpisode).where(
+            AlertEpisode.fingerprint == state.fingerprint, AlertEpisode.episode == state.episode
+        )
+    ).one_or_none()
+    if row is None:  # an episode that fired before episodes were kept
+        return
+    if value is not None and slo is not None:
+        worse = min if slo.is_floor else max
+        row.peak = value if row.peak is None else worse(row.peak, value)
+    if new["state"] == "resolved":
+        row.resolved_at = now
+    db_session.flush()
 
 
 def _spec_of_state(db_session: Session, state: AlertState) -> SloSpec | None:

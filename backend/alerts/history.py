@@ -53,23 +53,30 @@ def backfill(*, db_session: Session, instants: Iterable[float]) -> int:
     for at in instants:
         cache: dict[Any, Any] = {}
         for spec in specs:
-            value = worst(spec, indicators.measure(db_session, spec, at, cache, drivers=False))
-            db_session.execute(
-                delete(SloHistoryPoint).where(
-                    SloHistoryPoint.slo == spec.name, SloHistoryPoint.ts == at
-                )
-            )
-            db_session.add(
-                SloHistoryPoint(
-                    slo=spec.name,
-                    ts=at,
-                    value=value,
-                    breached=value is not None and spec.breached(value),
-                )
+            store_point(
+                db_session=db_session,
+                spec=spec,
+                at=at,
+                evaluations=indicators.measure(db_session, spec, at, cache, drivers=False),
             )
             n += 1
     db_session.flush()
     return n
+
+
+def store_point(
+    *, db_session: Session, spec: SloSpec, at: float, evaluations: Iterable[Any]
+) -> None:
+    """Store (or replace) an SLO's point at `at` from the evaluations measured there."""
+    value = worst(spec, evaluations)
+    db_session.execute(
+        delete(SloHistoryPoint).where(SloHistoryPoint.slo == spec.name, SloHistoryPoint.ts == at)
+    )
+    db_session.add(
+        SloHistoryPoint(
+            slo=spec.name, ts=at, value=value, breached=value is not None and spec.breached(value)
+        )
+    )
 
 
 def _store(db_session: Session, spec: SloSpec, at: float, cache: dict[Any, Any]) -> None:

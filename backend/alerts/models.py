@@ -129,6 +129,35 @@ class Acknowledgement(Base):
     __table_args__ = (Index("ix_alert_acks_fingerprint", "fingerprint"),)
 
 
+class AlertEpisode(Base):
+    """One firing-to-resolved cycle of an alert instance: when it fired and ended, its peak."""
+
+    __tablename__ = "alert_episodes"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    fingerprint: Mapped[str] = mapped_column(
+        String(64), ForeignKey("alert_states.fingerprint", ondelete="CASCADE")
+    )
+    episode: Mapped[int] = mapped_column(Integer)
+    slo_name: Mapped[str] = mapped_column(String(128))
+    owner: Mapped[str] = mapped_column(String(128))
+    component: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    breach_started_at: Mapped[float | None] = mapped_column(Float)
+    fired_at: Mapped[float] = mapped_column(Float)
+    resolved_at: Mapped[float | None] = mapped_column(Float)
+    # The worst value measured while firing (highest for a ceiling, lowest for a floor).
+    peak: Mapped[float | None] = mapped_column(Float)
+    objective: Mapped[float] = mapped_column(Float)
+    # The silence in force when it fired (its firing notice was then held back), if any.
+    silenced_by: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        UniqueConstraint("fingerprint", "episode", name="uq_alert_episodes_episode"),
+        Index("ix_alert_episodes_owner_fired_at", "owner", "fired_at"),
+    )
+
+
 class Notification(Base):
     """The outbox: one notice to send, written in the same transaction as the state change."""
 

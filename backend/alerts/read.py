@@ -11,7 +11,14 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from backend.alerts.acks import acks_for
-from backend.alerts.models import AlertState, Delivery, Silence
+from backend.alerts.models import (
+    Acknowledgement,
+    AlertEpisode,
+    AlertState,
+    Delivery,
+    Notification,
+    Silence,
+)
 from backend.alerts.silences import list_silences, silenced_by
 from backend.alerts.slos import SloSpec
 from backend.alerts.store import list_channels, list_slos
@@ -62,6 +69,90 @@ def list_deliveries(
     if owner:
         stmt = stmt.where(Delivery.owner == owner)
     return list(db_session.scalars(stmt))
+
+
+def _notified(status: str | None, delivered: list[str] | None, silenced: bool) -> str:
+    """The channels an episode's firing notice reached, in words."""
+    if delivered:
+        return ", ".join(delivered)
+    if status is None:
+        return "none: silenced" if silenced else "none"
+    if status == "undeliverable":
+        return "none: no channel configured"
+    return f"none yet ({status})"
+
+
+def episode_docs(
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    owner: str | None = None,
+    component: str | None = None,
+    limit: int = 500,
+) -> list[dict[str, Any]]:
+    """The alert episodes that were firing at some time in [start, end), newest first: start,
+    end, peak, who acknowledged, and the channels the firing notice reached (RFC 3339 times)."""
+    stmt = select(AlertEpisode, AlertState.labels).join(
+        AlertState, AlertState.fingerprint == AlertEpisode.fingerprint
+    )
+    stmt = stmt.where(
+        AlertEpisode.fired_at < end,
+        (AlertEpisode.resolved_at.is_(None)) | (AlertEpisode.resolved_at >= start),
+    )
+    if owner:
+        stmt = stmt.where(AlertEpisode.owner == owner)
+    if component:
+        stmt = stmt.where(AlertEpisode.component == component)
+    rows = db_session.execute(
+        stmt.order_by(AlertEpisode.fired_at.desc(), AlertEpisode.id.desc()).limit(limit)
+    ).all()
+    fps = sorted({e.fingerprint for e, _labels in rows})
+    acked: dict[tuple[str, int], list[str]] = {}
+    notices: dict[tuple[str, int], tuple[str, list[str] | None]] = {}
+    if fps:
+        for a in db_session.scalars(
+            select(Acknowledgement)
+            .where(Acknowledgement.fingerprint.in_(fps))
+            .order_by(Acknowledgement.created_at)
+        ):
+            acked.setdefault((a.fingerprint, a.episode), []).append(a.acknowledged_by)
+        for fp, episode, status, delivered in db_session.execute(
+            select(
+                Notification.fingerprint,
+                Notification.episode,
+                Notification.status,
+                Notification.delivered_channels,
+            ).where(Notification.fingerprint.in_(fps), Notification.kind == "firing")
+        ):
+            notices[(fp, episode)] = (status, delivered)
+    out = []
+    for e, labels in rows:
+        key = (e.fingerprint, e.episode)
+        status, delivered = notices.get(key, (None, None))
+        silenced = e.silenced_by is not None
+        out.append(
+            {
+                "fingerprint": e.fingerprint,
+                "episode": e.episode,
+                "slo": e.slo_name,
+                "owner": e.owner,
+                "component": e.component,
+                "model": e.model,
+                "host": (labels or {}).get("host"),
+                "breach_started_at": rfc3339(e.breach_started_at),
+                "fired_at": rfc3339(e.fired_at),
+                "resolved_at": rfc3339(e.resolved_at),
+                "peak": e.peak,
+                "objective": e.objective,
+                "silenced": silenced,
+                "acknowledged_by": acked.get(key, []),
+                "notice": status or ("silenced" if silenced else None),
+                "channels": list(delivered or []),
+                "notified": _notified(status, delivered, silenced),
+            }
+        )
+    return out
 
 
 # ---- read documents (the REST answers and the owners page) ----------------------------------------

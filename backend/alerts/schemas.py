@@ -34,6 +34,35 @@ class AlertRead(BaseModel):
     acknowledgements: list[dict[str, Any]]
 
 
+class EpisodeRead(BaseModel):
+    """One firing-to-resolved cycle of an alert instance."""
+
+    fingerprint: str
+    episode: int
+    slo: str
+    owner: str
+    component: str
+    model: str | None
+    host: str | None = Field(description="the host, for a per-host SLO (lemon_nodes)")
+    breach_started_at: str | None = Field(description="when the breach began (pending)")
+    fired_at: str
+    resolved_at: str | None = Field(description="null while it still fires")
+    peak: float | None = Field(description="the worst value while firing, in the SLO's unit")
+    objective: float
+    silenced: bool = Field(description="a silence was in force when it fired")
+    acknowledged_by: list[str]
+    notice: str | None = Field(description="the firing notice's delivery status, if one was queued")
+    channels: list[str] = Field(description="the channels the firing notice reached")
+    notified: str = Field(description="the channels notified, in words")
+
+
+class EpisodeList(BaseModel):
+    """Alert episodes, newest first."""
+
+    items: list[EpisodeRead]
+    total: int
+
+
 class AckRead(BaseModel):
     """An acknowledgement of an alert's current episode."""
 

@@ -16,6 +16,7 @@ from backend.alerts.schemas import (
     AlertRead,
     ChannelRead,
     ChannelRef,
+    EpisodeList,
     OwnerStatus,
     SilenceRead,
 )
@@ -120,6 +121,29 @@ def get_alerts(
         limit=limit,
     )
     return read.alert_docs(db_session=db_session, states=states, now=time.time())
+
+
+@router.get("/alerts/episodes", response_model=EpisodeList)
+def get_episodes(
+    db_session: SessionDep,
+    _: ReadAccess,
+    start: Annotated[str | None, Query(description="RFC 3339 or epoch seconds")] = None,
+    end: Annotated[str | None, Query(description="RFC 3339 or epoch seconds; default now")] = None,
+    owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
+    component: Annotated[CleanStr | None, Query(max_length=64)] = None,
+    limit: int = Query(500, ge=1, le=5000),
+) -> dict[str, Any]:
+    """Alert episodes firing at some time in [start, end) (default: the last 30 days), newest
+    first: start, end, peak, who acknowledged, the channels notified."""
+    try:
+        hi = check_time(parse_instant(end).ts, "end") if end is not None else time.time()
+        lo = check_time(parse_instant(start).ts, "start") if start is not None else hi - 30 * 86400
+    except ValueError as err:
+        raise HTTPException(422, str(err)) from err
+    items = read.episode_docs(
+        db_session=db_session, start=lo, end=hi, owner=owner, component=component, limit=limit
+    )
+    return {"items": items, "total": len(items)}
 
 
 @router.post("/alerts/{fingerprint}/ack", status_code=201, response_model=AckRead)

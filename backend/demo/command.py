@@ -110,8 +110,10 @@ def demo(
             now=spec.now,
         )
         loader.store_annotations(database, fleet.fleet_annotations(spec))
-        typer.echo("measuring the SLOs over the fleet's past (compliance history)")
-        loader.backfill_slo_history(database, settings, spec.start, spec.now)
+        typer.echo(
+            "measuring the SLOs over the fleet's past and replaying the alert evaluator over it"
+        )
+        loader.backfill_slo_history(database, settings, spec.start, spec.now, progress=True)
         live_feed.save_spec(settings.home, spec, database_url=db_url, complete=True)
         _summary(report, time.perf_counter() - began)
     else:

@@ -83,21 +83,90 @@ def history_instants(start: float, now: float, *, daily_days: int = 14) -> list[
     return sorted(out)
 
 
+DEMO_ONCALL = "demo-oncall"
+
+
+class DemoOnCall:
+    """The demo's on-call, between the replay's passes: silences the first alert that goes
+    pending (before it fires) and acknowledges the first other one that fires, through the real
+    silence and acknowledgement services, at the evaluator's clock."""
+
+    def __init__(self, settings: Settings, database: Database | None = None) -> None:
+        self.max_silence_s = settings.silence_max_duration_s
+        self.silenced: str | None = None
+        self.acknowledged: str | None = None
+        if database is not None:
+            # A resumed load: what the on-call already did stays done.
+            from sqlalchemy import select
+
+            from backend.alerts.models import Acknowledgement, Silence
+
+            with database.session() as s:
+                if s.scalar(select(Silence.id).where(Silence.created_by == DEMO_ONCALL).limit(1)):
+                    self.silenced = "(before)"
+                if s.scalar(
+                    select(Acknowledgement.fingerprint)
+                    .where(Acknowledgement.acknowledged_by == DEMO_ONCALL)
+                    .limit(1)
+                ):
+                    self.acknowledged = "(before)"
+
+    def __call__(self, db_session: Any, now: float, report: Any) -> None:
+        """React to one pass's transitions."""
+        from backend.alerts import acks, silences
+        from backend.alerts.models import AlertState
+
+        for fp, _old, new in report.transitions:
+            state = db_session.get(AlertState, fp)
+            if state is None:
+                continue
+            if new == "pending" and self.silenced is None:
+                silences.create_silence(
+                    db_session=db_session,
+                    owner=state.owner,
+                    component=state.component,
+                    model=state.model,
+                    starts_at=now,
+                    ends_at=now + min(7 * 86400.0, self.max_silence_s),
+                    comment="demo: planned maintenance, the on-call knows; no page needed",
+                    created_by=DEMO_ONCALL,
+                    max_duration_s=self.max_silence_s,
+                    now=now,
+                )
+                self.silenced = fp
+            elif new == "firing" and self.acknowledged is None and fp != self.silenced:
+                acks.acknowledge(
+                    db_session=db_session,
+                    fingerprint=fp,
+                    acknowledged_by=DEMO_ONCALL,
+                    comment="looking into it",
+                    now=now + 600.0,
+                )
+                self.acknowledged = fp
+
+
 def backfill_slo_history(
     database: Database, settings: Settings, start: float, now: float, *, progress: bool = True
 ) -> int:
-    """The shipped SLOs (synced from their file) measured over the fleet's past; answers points."""
-    from backend.alerts import history, store
+    """The shipped SLOs (synced from their file) measured over the fleet's past, the alert
+    evaluator replayed over it (DemoOnCall acting between passes), the notices sent; answers
+    the history points stored."""
+    from backend.alerts import dispatch, replay, store
 
-    n = 0
+    instants = history_instants(start, now)
     with database.session() as s:
         store.sync_from_file(db_session=s, slo_file=store.slo_file_for(settings), now=now)
-        for at in bars.track(
-            history_instants(start, now), "SLO history", "instant", enabled=progress
-        ):
-            n += history.backfill(db_session=s, instants=[at])
         s.commit()
-    return n
+        with bars.bar(len(instants), "SLOs and alerts", "instant", enabled=progress) as bar:
+            report = replay.replay(
+                db_session=s,
+                settings=settings,
+                instants=instants,
+                on_pass=DemoOnCall(settings, database),
+                on_instant=lambda _at: bar.update(1),
+            )
+    dispatch.dispatch_pending(db=database, settings=settings, holder=replay.REPLAY_HOLDER)
+    return report.points
 
 
 def load_in_process(

@@ -20,6 +20,7 @@ from backend.fleet.days import DAY_S
 from backend.jobs.models import Job, Model
 from backend.metrics import core as metrics
 from backend.owners.service import resolver
+from backend.params import MODEL_WINDOW_DAYS
 from backend.planner.fit import Fit, JobObservation, fit_inputs, observe_job
 from backend.planner.model import (
     DEFAULT_STAGING_FRACTION,
@@ -41,7 +42,8 @@ from backend.planner.whatif import (
     to_p25_change,
 )
 
-DEFAULT_PLAN_DAYS = 30.0
+# The window a plan fits by default: the one model window (backend.params).
+DEFAULT_PLAN_DAYS = float(MODEL_WINDOW_DAYS)
 CHUNK = 500
 EFFECTIVE = "effective_training"
 

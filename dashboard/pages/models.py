@@ -8,6 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.params import MODEL_WINDOW_DAYS
 from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
@@ -27,6 +28,7 @@ from dashboard.components import (
     section,
     table,
     trend_note,
+    window_scope,
 )
 from dashboard.filters import Filters
 from dashboard.palette import COMPONENT_COLORS, COMPONENT_LABELS
@@ -118,9 +120,9 @@ def jobs_table(jobs: list[dict[str, Any]], filters: Filters) -> Any:
     )
 
 
-def advice_block(model: str, filters: Filters) -> list[Any]:
+def advice_block(model: str, filters: Filters, advice: dict[str, Any] | None = None) -> list[Any]:
     """Fig. 3 and the numbers behind it, from the advice service."""
-    advice = data.checkpoint_advice(model, filters) or {}
+    advice = advice if advice is not None else data.checkpoint_advice(model, filters) or {}
     curve = pd.DataFrame(advice.get("curve") or [])
     if not curve.empty:
         curve = curve.rename(columns={"interval_s": "tau_s"})
@@ -145,7 +147,12 @@ def advice_block(model: str, filters: Filters) -> list[Any]:
         if isinstance(value, int | float)
     ]
     items += [html.Li(note, className="ett-note") for note in advice.get("notes") or []]
-    return [graph("model-checkpoint-graph", figure), html.Ul(items, id="model-advice-facts")]
+    scope = html.P(
+        f"Measured over {filters.window_label()} · {numbers.count(advice.get('jobs'))} jobs",
+        id="model-advice-scope",
+        className="ett-card-scope",
+    )
+    return [graph("model-checkpoint-graph", figure), scope, html.Ul(items, id="model-advice-facts")]
 
 
 def bar_labels(submitted_at: pd.Series) -> list[str]:
@@ -202,6 +209,8 @@ def model_body(model: str, filters: Filters) -> list[Any]:
     points = pd.DataFrame(jobs)
     points["submitted_at"] = data.to_datetime(points["submitted_at"]).dt.tz_convert(None)
     failures = sum(page["nof_by_kind"].values())
+    scope = window_scope(filters, page["job_count"])
+    advice = data.checkpoint_advice(model, filters) or {}
     notes = data.annotations(filters, model=model)
     note = "Click a bar to open the job."
     if page["job_count"] > MAX_BARS:
@@ -232,10 +241,27 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                         page.get("previous_wall_gpu_h"),
                         page.get("wall_gpu_h"),
                     ),
+                    scope=scope,
                 ),
-                card("model-jobs", "Jobs submitted", numbers.count(page["job_count"])),
-                card("model-lost", "GPU-hours lost", numbers.gpu_hours(page["lost_gpu_h"])),
-                card("model-nof", "Failures", numbers.count(failures)),
+                card(
+                    "model-jobs",
+                    "Jobs submitted",
+                    numbers.count(page["job_count"]),
+                    scope=filters.window_label(),
+                ),
+                card(
+                    "model-lost",
+                    "GPU-hours lost",
+                    numbers.gpu_hours(page["lost_gpu_h"]),
+                    scope=scope,
+                ),
+                card("model-nof", "Failures", numbers.count(failures), scope=scope),
+                card(
+                    "model-tau",
+                    "Optimal checkpoint interval τ*",
+                    numbers.minutes(advice.get("optimal_interval_s")),
+                    scope=window_scope(filters, advice.get("jobs")),
+                ),
             ]
         ),
         section(
@@ -256,7 +282,7 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                     annotation_list("model-annotations", notes),
                     note="Line: GPU-weighted ETT% per day. Dots: each job (click to open).",
                 ),
-                section("Checkpoint interval (Fig. 3)", *advice_block(model, filters)),
+                section("Checkpoint interval (Fig. 3)", *advice_block(model, filters, advice)),
             ],
             className="ett-two-col",
         ),
@@ -382,6 +408,9 @@ def bounds_section(model: str) -> Any:
 def layout(**query: Any) -> html.Div:
     """The model page for `?model=...`, or the searchable list of models."""
     filters = Filters.from_query(query)
+    if filters.model:
+        # A model's numbers (ETT%, tau*) use the one model window, as the Plan page and REST do.
+        filters = filters.with_window(MODEL_WINDOW_DAYS, query)
     bar = filter_bar(
         PREFIX,
         filters,

@@ -164,6 +164,7 @@ def below(query: dict[str, Any]) -> list[Any]:
                 "(week, for long ranges) of the range. Hover a cell for its value.",
             )
         )
+    body.append(_episodes_section(data.alert_episodes(filters, filters.owner, component)))
     body.append(html.Div(_silences_section(alerts["silences"]), id="owners-silences-box"))
     body.append(_actions_panel(filters.owner, component, alerts))
     body.append(dcc.Store(id="owners-scope", data={"owner": filters.owner, "component": component}))
@@ -212,6 +213,49 @@ def _alerts_section(rows: list[dict[str, Any]]) -> Any:
         )
         if rows
         else html.P("No alerts: every SLO is met, or none is defined yet.", id="owners-no-alerts"),
+    )
+
+
+def _episode_row(e: dict[str, Any]) -> dict[str, Any]:
+    """One episode's row: when it fired and ended, its peak in the SLO's unit, who acknowledged."""
+    spec = e["spec"]
+    peak = data.slo_unit(spec, e["peak"]) if spec is not None else f"{e['peak']:,.3f}"
+    return {
+        "slo": e["slo"],
+        "scope": e["model"] or e["host"] or "fleet",
+        "fired": (e["fired_at"] or "")[:16].replace("T", " "),
+        "resolved": (e["resolved_at"] or "still firing")[:16].replace("T", " "),
+        "peak": peak if e["peak"] is not None else "—",
+        "acked_by": ", ".join(e["acknowledged_by"]) or "—",
+        "silenced": "yes" if e["silenced"] else "",
+        "notified": e["notified"],
+    }
+
+
+def _episodes_section(episodes: list[dict[str, Any]]) -> Any:
+    """The alert episodes of the range: start, end, peak, who acknowledged, channels notified."""
+    resolved = sum(1 for e in episodes if e["resolved_at"])
+    return section(
+        f"Alert episodes in the range ({len(episodes)}, {resolved} resolved)",
+        table(
+            "owners-episodes-table",
+            [_episode_row(e) for e in episodes],
+            [
+                {"id": "slo", "name": "SLO"},
+                {"id": "scope", "name": "model / host"},
+                {"id": "fired", "name": "fired (UTC)"},
+                {"id": "resolved", "name": "resolved (UTC)"},
+                {"id": "peak", "name": "peak"},
+                {"id": "acked_by", "name": "acknowledged by"},
+                {"id": "silenced", "name": "silenced"},
+                {"id": "notified", "name": "channels notified"},
+            ],
+            page_size=15,
+        )
+        if episodes
+        else html.P("No alert fired in the range.", id="owners-no-episodes"),
+        note="Each time an alert fired, until it resolved; the peak is its worst value while "
+        "firing. A silence in force when it fired held its notice back.",
     )
 
 

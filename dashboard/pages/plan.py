@@ -7,16 +7,17 @@ once. Each prediction shows the inputs it rests on and the fit's warnings.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import dash
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.params import MODEL_WINDOW_DAYS
 from backend.planner.model import Change, predict, what_if
-from backend.planner.service import DEFAULT_PLAN_DAYS, inputs_from_dict
-from dashboard import data
+from backend.planner.service import inputs_from_dict
+from dashboard import data, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     card,
@@ -30,6 +31,7 @@ from dashboard.components import (
     register_filter_callback,
     section,
     table,
+    window_scope,
 )
 from dashboard.figures import TEMPLATE
 from dashboard.filters import Filters
@@ -163,6 +165,8 @@ def fleet_view(filters: Filters) -> list[Any]:
         for m in plan["models"]
     ]
     warned = sum(1 for m in plan["models"] if m["warnings"])
+    jobs = sum(int(m["jobs"] or 0) for m in plan["models"])
+    fitted = f"fit: {filters.window_label()} · {numbers.count(jobs)} finished jobs"
     return [
         cards(
             [
@@ -170,19 +174,22 @@ def fleet_view(filters: Filters) -> list[Any]:
                     "plan-fleet-ett",
                     "Predicted fleet ETT%",
                     f"{plan['predicted_ett_pct'] or 0.0:.1f}%",
+                    scope=fitted,
                 ),
                 card(
                     "plan-fleet-lost",
                     "Expected GPU-hours lost a day",
                     f"{plan['lost_gpu_h_per_day']:,.0f}",
+                    scope=fitted,
                 ),
                 card(
                     "plan-top-freed",
                     "Top opportunity frees",
                     f"{opps[0]['gpu_h_per_day_freed']:,.1f} GPU-h/day" if opps else "-",
                     note=opps[0]["title"] if opps else None,
+                    scope=fitted,
                 ),
-                card("plan-models", "Models fitted", f"{len(plan['models'])}"),
+                card("plan-models", "Models fitted", f"{len(plan['models'])}", scope=fitted),
             ]
         ),
         section(
@@ -242,7 +249,7 @@ def _inputs_table(inputs: dict[str, Any], fit: dict[str, Any]) -> Any:
         *[(f"  recovery: {k}", _fmt_s(v)) for k, v in inputs["recovery_s"].items() if v > 0],
         ("CSBT per save", _fmt_s(inputs["csbt_s"])),
         ("checkpoint interval", f"{_fmt_s(inputs['interval_s'])} ({inputs['interval_source']})"),
-        ("optimal interval tau*", _fmt_s(inputs["optimal_interval_s"])),
+        ("tau* of the fit (failures that restart)", _fmt_s(inputs["optimal_interval_s"])),
         (
             "replay per failure: predicted (UTT) / measured",
             f"{_fmt_s(inputs['replay_per_failure_predicted_s'])} / "
@@ -274,6 +281,40 @@ def _slider(lever: str, label: str) -> html.Div:
             ),
         ],
         className="ett-plan-slider",
+    )
+
+
+def _model_cards(model: str, filters: Filters, plan: dict[str, Any]) -> Any:
+    """The model's headline numbers, each naming its window and job count. The measured ETT%
+    and tau* are the model page's (the same services over the same window); the others are
+    the fit's, over the finished jobs it fitted."""
+    pred = plan["prediction"]
+    page = data.model_page(model, filters) or {}
+    advice = data.checkpoint_advice(model, filters) or {}
+    fitted = f"fit: {filters.window_label()} · {numbers.count(plan['fit']['jobs'])} finished jobs"
+    return cards(
+        [
+            card("plan-predicted", "Predicted ETT%", f"{pred['ett_pct']:.1f}%", scope=fitted),
+            card(
+                "plan-measured-ett",
+                "Measured ETT% (GPU-weighted)",
+                numbers.pct(page.get("ett_pct")),
+                scope=window_scope(filters, page.get("job_count")),
+            ),
+            card(
+                "plan-tau",
+                "Optimal checkpoint interval τ*",
+                numbers.minutes(advice.get("optimal_interval_s")),
+                scope=window_scope(filters, advice.get("jobs")),
+            ),
+            card(
+                "plan-lost",
+                "Expected GPU-h lost a day",
+                f"{pred['lost_gpu_h_per_day']:,.1f}",
+                scope=fitted,
+            ),
+            card("plan-nof", "Failures per job", f"{pred['failures_per_job']:.2f}", scope=fitted),
+        ]
     )
 
 
@@ -316,20 +357,7 @@ def model_view(model: str, filters: Filters) -> list[Any]:
             ]
         ),
         _warnings("plan-fit-warnings", fit["warnings"]),
-        cards(
-            [
-                card("plan-predicted", "Predicted ETT%", f"{pred['ett_pct']:.1f}%"),
-                card(
-                    "plan-measured-ett",
-                    "Measured ETT%",
-                    f"{pred['measured_ett_pct']:.1f}%" if pred["measured_ett_pct"] else "-",
-                ),
-                card(
-                    "plan-lost", "Expected GPU-h lost a day", f"{pred['lost_gpu_h_per_day']:,.1f}"
-                ),
-                card("plan-nof", "Failures per job", f"{pred['failures_per_job']:.2f}"),
-            ]
-        ),
+        _model_cards(model, filters, plan),
         html.Div(
             [
                 section(
@@ -423,10 +451,8 @@ def model_view(model: str, filters: Filters) -> list[Any]:
 
 def layout(**query: Any) -> html.Div:
     """The plan page for the filters in the URL (a `model` opens its panel)."""
-    filters = Filters.from_query(query)
-    if not query.get("start"):
-        # The planner fits recent jobs: without a start in the URL, the REST default (30 days).
-        filters = filters.with_(start=filters.end - timedelta(days=DEFAULT_PLAN_DAYS - 1))
+    # The planner fits recent jobs: without a start in the URL, the one model window (as REST).
+    filters = Filters.from_query(query).with_window(MODEL_WINDOW_DAYS, query)
     bar = filter_bar(PREFIX, filters, path="/plan", models=data.model_names())
     title = f"Plan: {filters.model}" if filters.model else "Plan"
     body = model_view(filters.model, filters) if filters.model else fleet_view(filters)
