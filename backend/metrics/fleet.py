@@ -24,6 +24,7 @@ from backend.metrics.reads import (
     failure_counts,
     gpu_rows,
     job_counts,
+    jobs_with_time,
     model_owners,
     scope_models,
 )
@@ -136,17 +137,23 @@ def regressions(
 ) -> list[dict[str, Any]]:
     """The models whose ETT% fell most from the `before` range to the `after` range.
 
-    Only models with GPU-time in both ranges and a fall; each row names the component whose share
-    of wall GPU-time grew most (`driver`), by how many points, and the model's owner.
+    Only models with GPU-time in both ranges, a base the trend rule accepts
+    (`core.trend_reason`: enough jobs and GPU-hours before) and a fall; each row names the
+    component whose share of wall GPU-time grew most (`driver`), by how many points, and the
+    model's owner.
     """
     models = scope_models(db_session=db_session, owner=owner)
     before = by_model(db_session, before_start, before_end, models, labels)
     after = by_model(db_session, after_start, after_end, models, labels)
+    base_jobs = jobs_with_time(
+        db_session=db_session, start=before_start, end=before_end, models=models, labels=labels
+    )
     owners = model_owners(db_session=db_session)
     out = []
     for model, comps_a in after.items():
         comps_b = before.get(model)
-        fall = core.regression(comps_b, comps_a) if comps_b is not None else None
+        n = base_jobs.get(model, 0)
+        fall = core.regression(comps_b, comps_a, n) if comps_b is not None else None
         if fall is None:
             continue
         out.append({"model": model or None, "owner": owners.get(model), **fall})

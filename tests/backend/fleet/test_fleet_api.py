@@ -176,6 +176,14 @@ def test_regressions(client: Any, post: Any) -> None:
         "after_start": "2026-05-04T00:00:00Z",
         "after_end": "2026-05-07T00:00:00Z",
     }
+    # One job before is too small a base (backend.metrics.core.trend_reason): no regression.
+    assert client.get("/api/v1/fleet/regressions", params=params).json()["models"] == []
+    for i in (1, 2):  # two more copies of job-a in the range before: the same ETT%, 3 jobs
+        copy = [
+            {**ev, "job_id": f"job-a-{i}", "event_id": f"c{i}-{ev['event_id']}"}
+            for ev in job_a().events
+        ]
+        post(copy)
     rows = client.get("/api/v1/fleet/regressions", params=params).json()["models"]
     assert len(rows) == 1
     row = rows[0]
