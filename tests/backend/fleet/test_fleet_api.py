@@ -236,7 +236,10 @@ def test_default_range_is_last_180_days(client: Any, fleet: None) -> None:
 FLEET_PARAMS = {
     "/ett": {"start", "end", "bucket", "model", "team", "owner", "label", "format"},
     "/failures": {"start", "end", "bucket", "model", "team", "owner", "label", "format"},
-    "/lost": {"start", "end", "by", "model", "team", "owner", "label", "format"},
+    "/lost": {
+        *("start", "end", "by", "model", "team", "owner", "label", "format"),
+        *("component", "component_owner", "top"),
+    },
     "/failures/by-model": {"start", "end", "team", "owner", "label", "format"},
     "/regressions": {
         *("before_start", "before_end", "after_start", "after_end", "limit"),
