@@ -131,3 +131,23 @@ def test_csv_and_bad_parameters(client: Any, fleet: None) -> None:
     ]
     for extra in bad:
         assert client.get("/api/v1/fleet/lost", params={**RANGE, **extra}).status_code == 422
+
+
+def test_jobs_sort_by_a_components_gpu_hours(client: Any, fleet: None) -> None:
+    truth = per_job(client, "wasted_training")
+    # wasted_training: job-a 100 s blocking x 8 GPUs; job-b, job-b2 500 s replay x 2 GPUs.
+    assert {j: v for j, (_m, v) in truth.items()} == approx(
+        {"job-a": 800 / 3600, "job-b": 1000 / 3600, "job-b2": 1000 / 3600}
+    )
+    params = {"component": "wasted_training", "sort": "-component_gpu_h"}
+    jobs = client.get("/api/v1/jobs", params=params).json()["jobs"]
+    assert [j["job_id"] for j in jobs] == ["job-b", "job-b2", "job-a"]
+    assert {j["job_id"]: j["component_gpu_h"] for j in jobs} == approx(
+        {j: v for j, (_m, v) in truth.items()}
+    )
+    up = client.get("/api/v1/jobs", params={**params, "sort": "component_gpu_h"}).json()["jobs"]
+    assert [j["job_id"] for j in up] == ["job-a", "job-b", "job-b2"]
+    plain = client.get("/api/v1/jobs").json()["jobs"]
+    assert all(j["component_gpu_h"] is None for j in plain)
+    assert client.get("/api/v1/jobs", params={"sort": "-component_gpu_h"}).status_code == 422
+    assert client.get("/api/v1/jobs", params={"component": "colour"}).status_code == 422
