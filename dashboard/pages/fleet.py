@@ -75,24 +75,25 @@ def layout(**query: Any) -> html.Div:
                 ),
                 annotation_list("fleet-annotations", notes),
             ),
+            section(
+                "Lost GPU-hours by component",
+                graph(
+                    "fleet-lost-component-graph",
+                    figures.with_annotations(
+                        figures.lost_stacked(
+                            view.lost_by_component,
+                            by="component",
+                            title=f"Lost GPU-hours per {filters.bucket}, by component",
+                            colors=COMPONENT_COLORS,
+                            order=figures.LOST_COMPONENTS,
+                        ),
+                        notes,
+                    ),
+                ),
+            ),
             html.Div(
                 [
-                    section(
-                        "Lost GPU-hours by component",
-                        graph(
-                            "fleet-lost-component-graph",
-                            figures.with_annotations(
-                                figures.lost_stacked(
-                                    view.lost_by_component,
-                                    by="component",
-                                    title=f"Lost GPU-hours per {filters.bucket}, by component",
-                                    colors=COMPONENT_COLORS,
-                                    order=figures.LOST_COMPONENTS,
-                                ),
-                                notes,
-                            ),
-                        ),
-                    ),
+                    _range_by_component(view),
                     section(
                         "Lost GPU-hours by owner",
                         graph(
@@ -109,6 +110,20 @@ def layout(**query: Any) -> html.Div:
             ),
             deferred(PREFIX, filters.query()),
         ]
+    )
+
+
+def _range_by_component(view: data.FleetView) -> Any:
+    """The range's lost GPU-hours per component: the daily stacks above, summed."""
+    return section(
+        "Lost GPU-hours in the range, by component",
+        graph(
+            "fleet-lost-range-component-graph",
+            figures.lost_range_by_component(
+                view.lost_by_component, title="Lost GPU-hours over the whole range, by component"
+            ),
+        ),
+        note="Which component lost the most in the range: the sum of the stacks above.",
     )
 
 
