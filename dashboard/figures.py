@@ -322,7 +322,9 @@ def regressions(frame: pd.DataFrame, *, top_n: int = 10) -> go.Figure:
     Columns: model, before_pct, after_pct. Each bar's customdata is its model (for the link).
     """
     if frame.empty:
-        return empty_figure("No model ran in both ranges: widen the date range.")
+        return empty_figure(
+            "No model ran in both ranges, with enough jobs before to compare: widen the range."
+        )
     data = frame.assign(delta=frame["after_pct"] - frame["before_pct"])
     data = data[data["delta"] < 0].nsmallest(top_n, "delta").sort_values("delta", ascending=False)
     if data.empty:

@@ -7,6 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.metrics.core import MIN_BASE_JOBS
 from dashboard import data, figures, numbers
 from dashboard.components import (
     annotation_list,
@@ -148,7 +149,8 @@ def below(query: dict[str, Any]) -> list[Any]:
                 section(
                     "Regressions",
                     graph("fleet-regressions-graph", figures.regressions(view.regressions)),
-                    note="Against the range of equal length just before. Click a bar to open the model.",
+                    note="Against the range of equal length just before, for models with at least "
+                    f"{MIN_BASE_JOBS} jobs there. Click a bar to open the model.",
                 ),
             ],
             className="ett-two-col",

@@ -146,3 +146,23 @@ def test_jobs_list_sorts_by_a_components_gpu_hours(
     assert [j for j, _v in got] == [j["job_id"] for j in top]
     values = [v for _j, v in got]
     assert values == sorted(values, reverse=True) and values[0] > 0
+
+
+def test_regressions_chart_leaves_out_falls_against_too_few_jobs(
+    api: TestClient,  # noqa: F811
+    seeded: Settings,  # noqa: F811
+    database: Database,
+) -> None:
+    for n in (4, 3, 5):
+        start, end, rest = _days(n)
+        with dashboard_request(seeded, database):
+            page = whole(fleet, start=start, end=end)
+        drawn = find(page, "fleet-regressions-graph").figure
+        models_shown = {str(m) for t in drawn.data for m in (t.y if t.y is not None else [])}
+        rows = api.get("/api/v1/models", params={**rest, "limit": 1000}).json()["models"]
+        base = {r["model"]: r["previous_jobs"] for r in rows}
+        assert all(base[m] >= 3 for m in models_shown if m in base), (models_shown, base)
+        # Every model with a one-job base is absent, though its ETT% may well have fallen.
+        assert not {m for m, n_jobs in base.items() if n_jobs is not None and n_jobs < 3} & (
+            models_shown
+        )
