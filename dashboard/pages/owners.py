@@ -75,7 +75,6 @@ def layout(**query: Any) -> html.Div:
                 ),
             )
         )
-        body.append(_drivers_section(filters, held_shown))
     if held.empty:
         body.append(nothing_shown("owners-empty", "lost GPU-hour", has_data=data.has_data()))
     else:
@@ -124,6 +123,17 @@ def layout(**query: Any) -> html.Div:
 # ---------------------------------------------------------------- what drives each component
 
 DRIVERS_TOP = 5
+
+
+def _drivers_below(filters: Filters, component: str | None) -> list[Any]:
+    """The drivers section for one owner (none for the all-owners view or an empty range)."""
+    if not filters.owner:
+        return []
+    held = data.owner_components(filters.with_(owner=None))
+    held = held[(held["owner"] == filters.owner) & (held["gpu_h"] > 0)]
+    if component:
+        held = held[held["component"] == component]
+    return [_drivers_section(filters, held)] if not held.empty else []
 
 
 def _drivers_section(filters: Filters, held: Any) -> Any:
@@ -213,7 +223,7 @@ def below(query: dict[str, Any]) -> list[Any]:
     filters = Filters.from_query(query, component_owner=True)
     component = filters.extra.get("component")
     alerts = data.alerts_view(filters.owner, time.time(), component)
-    body: list[Any] = []
+    body: list[Any] = _drivers_below(filters, component)
     body.append(html.Div(_alerts_section(alerts["alerts"]), id="owners-alerts-box"))
     history = data.slo_history(filters, filters.owner)
     body.append(
