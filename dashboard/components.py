@@ -85,18 +85,19 @@ def window_scope(filters: Filters, jobs: int | None) -> str:
 def trend_note(
     trend_pp: float | None,
     base_pct: float | None,
-    base_gpu_h: float | None = None,
-    current_gpu_h: float | None = None,
+    reason: str | None = None,
+    base_jobs: int | None = None,
 ) -> tuple[str | None, str]:
     """A trend in points with the base it compares against, and its class (coloured by sign).
 
-    No note when there is no base, or when the base range ran too few GPU-hours to mean
-    anything (numbers.base_too_small).
+    The backend gives no trend on too small a base (`core.trend_reason`): the note then says
+    why, when a reason is given, and nothing otherwise.
     """
-    if trend_pp is None or base_pct is None or numbers.base_too_small(base_gpu_h, current_gpu_h):
-        return None, ""
+    if trend_pp is None or base_pct is None:
+        return (f"no trend: {reason}" if reason else None), ""
     sign = "ett-up" if trend_pp > 0.05 else "ett-down" if trend_pp < -0.05 else ""
-    return f"{numbers.points(trend_pp)} vs {numbers.pct(base_pct)} in the range before", sign
+    jobs = "" if base_jobs is None else f" ({base_jobs:,} jobs)"
+    return f"{numbers.points(trend_pp)} vs {numbers.pct(base_pct)} in the range before{jobs}", sign
 
 
 def cards(items: Sequence[html.Div]) -> html.Div:

@@ -218,10 +218,12 @@ def search_jobs(
     sort: str,
     limit: int,
     offset: int,
+    component: str | None = None,
 ) -> JobSearch:
     """Jobs by id or model prefix, status, model, team and label, one page (server-side).
 
     A search looks through every job, whatever the date range; without one the range applies.
+    With `component`, rows carry component_gpu_h and sort may be by it.
     """
     ranged = not search
     with session() as s:
@@ -237,6 +239,7 @@ def search_jobs(
             limit=limit,
             offset=offset,
             search=search,
+            component=component,
         )
     return JobSearch(rows, total, offset)
 
@@ -551,6 +554,31 @@ def owner_trend(filters: Filters, components: set[str]) -> pd.DataFrame:
     if not frame.empty:
         frame["bucket"] = _bucket_dates(frame["bucket"].astype(float))
     return frame
+
+
+def lost_drivers(
+    filters: Filters, *, by: str, component: str, component_owner: str | None, top: int = 5
+) -> list[dict[str, Any]]:
+    """The models or jobs (by) that lost most GPU-hours in a component's parts a component
+    owner owns, in the filters' scope (GET /fleet/lost?by=...&component=...); [] on a
+    LookupError."""
+    with session() as s:
+        try:
+            rows = metrics_fleet.lost_drivers(
+                db_session=s,
+                settings=current().settings,
+                start=filters.start_ts,
+                end=filters.end_ts,
+                by=by,
+                component=component,
+                component_owner=component_owner,
+                model=filters.model,
+                owner=filters.team,
+                labels=_labels(filters),
+            )
+        except LookupError:
+            return []
+    return rows[:top]
 
 
 def annotations(filters: Filters, *, model: str | None = None) -> pd.DataFrame:

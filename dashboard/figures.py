@@ -322,7 +322,9 @@ def regressions(frame: pd.DataFrame, *, top_n: int = 10) -> go.Figure:
     Columns: model, before_pct, after_pct. Each bar's customdata is its model (for the link).
     """
     if frame.empty:
-        return empty_figure("No model ran in both ranges: widen the date range.")
+        return empty_figure(
+            "No model ran in both ranges, with enough jobs before to compare: widen the range."
+        )
     data = frame.assign(delta=frame["after_pct"] - frame["before_pct"])
     data = data[data["delta"] < 0].nsmallest(top_n, "delta").sort_values("delta", ascending=False)
     if data.empty:
@@ -1077,4 +1079,34 @@ def mttf_by_size(buckets: Sequence[Mapping[str, object]]) -> go.Figure:
         fig,
         "MTTF by job size: effective training hours per unplanned failure",
         yaxis={"title": "hours", "type": "log"},
+    )
+
+
+def lost_range_by_component(frame: pd.DataFrame, *, title: str) -> go.Figure:
+    """Lost GPU-hours per component summed over the whole range (largest on top).
+
+    Columns: bucket, component, gpu_h (the daily stacks of `lost_stacked`, summed here).
+    """
+    if frame.empty or float(frame["gpu_h"].sum()) <= 0:
+        return empty_figure("No lost GPU-hours in this range.")
+    totals = frame.groupby("component")["gpu_h"].sum()
+    totals = totals[totals > 0].sort_values(ascending=True)
+    share = 100.0 * totals / float(totals.sum())
+    fig = go.Figure(
+        go.Bar(
+            x=list(totals.values),
+            y=[COMPONENT_LABELS.get(c, c) for c in totals.index],
+            orientation="h",
+            marker_color=[COMPONENT_COLORS.get(c, "#888888") for c in totals.index],
+            customdata=[[c, s] for c, s in zip(totals.index, share, strict=True)],
+            hovertemplate="%{y}: %{x:,.0f} GPU-h (%{customdata[1]:.1f}% of lost)<extra></extra>",
+            showlegend=False,
+        )
+    )
+    return _layout(
+        fig,
+        title,
+        xaxis={"title": "GPU-hours lost"},
+        yaxis={"automargin": True},
+        height=120 + 30 * len(totals),
     )

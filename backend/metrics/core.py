@@ -6,6 +6,8 @@
 - ETT% = effective GPU-time / wall GPU-time x 100, None when there is no GPU-time.
 - GPU-hours = GPU-seconds / 3600.
 - A bucket is partial when the range cuts it or it has not ended yet at `now`.
+- A trend (or a regression) needs a base: the range before must hold at least MIN_BASE_JOBS
+  jobs and MIN_BASE_SHARE of the current range's GPU-hours (at least MIN_BASE_GPU_H).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from backend.fleet.weights import mean_gpus as mean_gpus
 HOUR_S = 3600.0
 ZERO = 1e-6
 LOST_BY = ("component", "phase", "owner", "system")
+# A trend compared against fewer jobs than this, or against a range that ran under
+# MIN_BASE_SHARE of the current range's GPU-hours (or under MIN_BASE_GPU_H), is not given.
+MIN_BASE_JOBS = 3
+MIN_BASE_SHARE = 0.1
+MIN_BASE_GPU_H = 1.0
 
 
 class OwnerResolver(Protocol):
@@ -167,30 +174,64 @@ def lost_from_rows(
     return out
 
 
-def headline(now: Mapping[str, float], before: Mapping[str, float] | None) -> dict[str, Any]:
-    """A model's headline: ETT% and its trend against `before`, wall and lost GPU-hours, the
-    component losing most."""
+def trend_reason(
+    base_gpu_h: float | None, current_gpu_h: float | None, base_jobs: int | None
+) -> str | None:
+    """Why a trend against this base is not given (None: it is): too few jobs or GPU-hours.
+
+    `base_jobs` None means the count is unknown and only the GPU-hours are checked.
+    """
+    if base_jobs is not None and base_jobs < MIN_BASE_JOBS:
+        word = "job" if base_jobs == 1 else "jobs"
+        return f"the range before holds {base_jobs} {word} (a trend needs {MIN_BASE_JOBS})"
+    if base_gpu_h is None:
+        return None
+    floor = max(MIN_BASE_GPU_H, MIN_BASE_SHARE * (current_gpu_h or 0.0))
+    if base_gpu_h < floor:
+        return f"the range before ran {base_gpu_h:.1f} GPU-hours (a trend needs {floor:.1f})"
+    return None
+
+
+def headline(
+    now: Mapping[str, float], before: Mapping[str, float] | None, before_jobs: int | None = None
+) -> dict[str, Any]:
+    """A model's headline: ETT% and its trend against `before` (null when `before` is too small
+    a base, `trend_reason` saying why), wall and lost GPU-hours, the component losing most."""
     wall = sum(now.values())
     ett, prev = ett_pct(now), ett_pct(before or {})
     lost = {c: v for c, v in now.items() if c != EFFECTIVE and v > 0}
+    base_gpu_h = gpu_h(sum((before or {}).values()))
+    if ett is None:
+        reason: str | None = "no GPU-time in the range"
+    elif prev is None:
+        reason = "no GPU-time in the range before"
+    else:
+        reason = trend_reason(base_gpu_h, gpu_h(wall), before_jobs)
     return {
         "ett_pct": ett,
         "previous_ett_pct": prev,
-        "previous_wall_gpu_h": gpu_h(sum((before or {}).values())),
-        "trend_pp": ett - prev if ett is not None and prev is not None else None,
+        "previous_wall_gpu_h": base_gpu_h,
+        "previous_jobs": before_jobs,
+        "trend_pp": ett - prev if ett is not None and prev is not None and not reason else None,
+        "trend_reason": reason,
         "wall_gpu_h": gpu_h(wall),
         "lost_gpu_h": gpu_h(wall - now.get(EFFECTIVE, 0.0)),
         "top_lost_component": max(sorted(lost), key=lambda c: lost[c]) if lost else None,
     }
 
 
-def regression(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, Any] | None:
-    """How a model's ETT% fell from `before` to `after` (None when it did not fall): the
-    component whose share of wall GPU-time grew most drives it."""
+def regression(
+    before: Mapping[str, float], after: Mapping[str, float], before_jobs: int | None = None
+) -> dict[str, Any] | None:
+    """How a model's ETT% fell from `before` to `after` (None when it did not fall, or when
+    `before` is too small a base, `trend_reason`): the component whose share of wall GPU-time
+    grew most drives it."""
     ett_a, ett_b = ett_pct(after), ett_pct(before)
     if ett_a is None or ett_b is None or ett_a >= ett_b:
         return None
     wall_a, wall_b = sum(after.values()), sum(before.values())
+    if trend_reason(gpu_h(wall_b), gpu_h(wall_a), before_jobs) is not None:
+        return None
     shifts = {
         c: (after.get(c, 0.0) / wall_a - before.get(c, 0.0) / wall_b) * 100.0
         for c in set(after) | set(before)

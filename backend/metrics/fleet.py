@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.ett.catalogue import FAILURE_KINDS
+from backend.ett.catalogue import FAILURE_KINDS, LOST_COMPONENTS
 from backend.fleet.days import bucket_start, bucket_starts
 from backend.metrics import core
 from backend.metrics.core import LOST_BY, ett_pct, lost_from_rows, series_from_rows
@@ -24,12 +24,14 @@ from backend.metrics.reads import (
     failure_counts,
     gpu_rows,
     job_counts,
+    jobs_with_time,
     model_owners,
     scope_models,
 )
 from backend.owners import service as owners_service
 
 __all__ = [
+    "DRIVERS_BY",
     "LOST_BY",
     "by_model",
     "ett_pct",
@@ -38,6 +40,7 @@ __all__ = [
     "fleet_ett",
     "gpu_rows",
     "lost_from_rows",
+    "lost_drivers",
     "lost_gpu_hours",
     "model_owners",
     "regressions",
@@ -90,11 +93,13 @@ def lost_gpu_hours(
     model: str | None = None,
     owner: str | None = None,
     labels: dict[str, str] | None = None,
+    component: str | None = None,
 ) -> list[dict[str, Any]]:
     """Lost GPU-hours over the range grouped by component, phase, owner or system, largest first.
 
     Each row: {by: name, gpu_h, share (of all lost), components: {component: gpu_h}}. Owners and
     systems come from the owner mapping in force, so a PUT to /owners changes this at once.
+    `component` limits the answer to that lost component.
     """
     if by not in LOST_BY:
         raise ValueError(f"by must be one of {list(LOST_BY)}, not {by!r}")
@@ -106,9 +111,86 @@ def lost_gpu_hours(
         group=("component", "phase"),
         models=models,
         labels=labels,
+        components=lost_components(component),
     )
     res = owners_service.resolver(db_session=db_session, settings=settings)
     return lost_from_rows([(c, p, gpu) for c, p, _wall, gpu in rows], by=by, resolver=res)
+
+
+# What a component's lost GPU-hours can be ranked by (GET /fleet/lost?by=model|job).
+DRIVERS_BY = ("model", "job")
+
+
+def lost_components(component: str | None) -> list[str] | None:
+    """The lost components an answer is limited to (None: all); ValueError for an unknown one."""
+    if component is None:
+        return None
+    if component not in LOST_COMPONENTS:
+        raise ValueError(f"component must be one of {list(LOST_COMPONENTS)}, not {component!r}")
+    return [component]
+
+
+def lost_drivers(
+    *,
+    db_session: Session,
+    settings: Settings | None,
+    start: float,
+    end: float,
+    by: str = "model",
+    component: str | None = None,
+    component_owner: str | None = None,
+    model: str | None = None,
+    owner: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The models (by="model") or jobs (by="job") by GPU-hours lost over the range, largest
+    first, in one lost component (else all) and, with `component_owner`, only in the parts
+    (component or phase) that component owner owns.
+
+    Each row: {model | job_id and model, gpu_h, share (of all lost in the answer), components}.
+    """
+    if by not in DRIVERS_BY:
+        raise ValueError(f"by must be one of {list(DRIVERS_BY)}, not {by!r}")
+    models = scope_models(db_session=db_session, model=model, owner=owner)
+    comps = lost_components(component) or list(LOST_COMPONENTS)
+    keys = ("job_id", "model") if by == "job" else ("model",)
+    rows = gpu_rows(
+        db_session=db_session,
+        start=start,
+        end=end,
+        group=(*keys, "component", "phase"),
+        models=models,
+        labels=labels,
+        components=comps,
+    )
+    res = owners_service.resolver(db_session=db_session, settings=settings)
+    groups: dict[tuple[Any, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for *key, comp, phase, _wall, gpu in rows:
+        if component_owner is not None and res.owner(comp, phase or None) != component_owner:
+            continue
+        groups[tuple(key)][comp] += gpu
+    total = sum(sum(c.values()) for c in groups.values())
+    out = []
+    for key, parts in groups.items():
+        gpu = sum(parts.values())
+        if gpu <= core.ZERO:
+            continue
+        named = (
+            {"job_id": key[0], "model": key[1] or None}
+            if by == "job"
+            else {"model": key[0] or None}
+        )
+        out.append(
+            {
+                **named,
+                "gpu_h": core.gpu_h(gpu),
+                "share": gpu / total if total > 0 else None,
+                "components": {c: core.gpu_h(v) for c, v in sorted(parts.items())},
+            }
+        )
+    name = "job_id" if by == "job" else "model"
+    out.sort(key=lambda r: (-r["gpu_h"], r[name] or ""))
+    return out
 
 
 def by_model(
@@ -136,17 +218,23 @@ def regressions(
 ) -> list[dict[str, Any]]:
     """The models whose ETT% fell most from the `before` range to the `after` range.
 
-    Only models with GPU-time in both ranges and a fall; each row names the component whose share
-    of wall GPU-time grew most (`driver`), by how many points, and the model's owner.
+    Only models with GPU-time in both ranges, a base the trend rule accepts
+    (`core.trend_reason`: enough jobs and GPU-hours before) and a fall; each row names the
+    component whose share of wall GPU-time grew most (`driver`), by how many points, and the
+    model's owner.
     """
     models = scope_models(db_session=db_session, owner=owner)
     before = by_model(db_session, before_start, before_end, models, labels)
     after = by_model(db_session, after_start, after_end, models, labels)
+    base_jobs = jobs_with_time(
+        db_session=db_session, start=before_start, end=before_end, models=models, labels=labels
+    )
     owners = model_owners(db_session=db_session)
     out = []
     for model, comps_a in after.items():
         comps_b = before.get(model)
-        fall = core.regression(comps_b, comps_a) if comps_b is not None else None
+        n = base_jobs.get(model, 0)
+        fall = core.regression(comps_b, comps_a, n) if comps_b is not None else None
         if fall is None:
             continue
         out.append({"model": model or None, "owner": owners.get(model), **fall})

@@ -60,15 +60,17 @@ def gpu_rows(
     group: Sequence[str],
     models: list[str] | None = None,
     labels: dict[str, str] | None = None,
+    components: Sequence[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of (*group columns, wall_s, gpu_s) summed over the UTC days meeting [start, end).
 
     Reads the smallest table that can answer: the fleet totals when nothing filters by model,
-    the per-model rollup when something does, the per-job day table when labels do.
+    the per-model rollup when something does, the per-job day table when labels do or the
+    rows are per job (`job_id` in group). `components` keeps only those components.
     """
     if models is not None and not models:
         return []
-    if labels:
+    if labels or "job_id" in group:
         src: Any = FleetJobDay
     elif models is None and "model" not in group:
         src = FleetDayTotal
@@ -82,9 +84,32 @@ def gpu_rows(
         stmt = stmt.join(Job, Job.job_id == src.job_id).where(*label_clauses(labels))
     if models is not None:
         stmt = stmt.where(src.model.in_(models))
+    if components is not None:
+        stmt = stmt.where(src.component.in_(list(components)))
     if cols:
         stmt = stmt.group_by(*cols)
     return [tuple(r) for r in db_session.execute(stmt)]
+
+
+def jobs_with_time(
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    models: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, int]:
+    """Per model, the jobs with GPU-time on the UTC days meeting [start, end) (a trend's base)."""
+    if models is not None and not models:
+        return {}
+    stmt = select(FleetJobDay.model, func.count(func.distinct(FleetJobDay.job_id))).where(
+        FleetJobDay.day >= day_start(start), FleetJobDay.day < end
+    )
+    if labels:
+        stmt = stmt.join(Job, Job.job_id == FleetJobDay.job_id).where(*label_clauses(labels))
+    if models is not None:
+        stmt = stmt.where(FleetJobDay.model.in_(models))
+    return {m: int(n) for m, n in db_session.execute(stmt.group_by(FleetJobDay.model))}
 
 
 def failure_counts(

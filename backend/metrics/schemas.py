@@ -56,6 +56,8 @@ class LostRow(BaseModel):
     phase: str | None = None
     owner: str | None = Field(None, description="the team that owns the component or phase")
     system: str | None = None
+    model: str | None = Field(None, description="by=model or job: the model")
+    job_id: str | None = Field(None, description="by=job: the job")
     gpu_h: float = Field(description="lost GPU-hours")
     share: float | None = Field(description="fraction (0..1) of all lost GPU-hours in the answer")
     components: dict[str, float] = Field(description=f"lost GPU-hours {COMPONENTS_HELP}")
@@ -73,10 +75,10 @@ class OwnerLost(BaseModel):
 class LostAnswer(BaseModel):
     """GET /fleet/lost."""
 
-    by: str = Field(description="component, phase, owner or system")
+    by: str = Field(description="component, phase, owner, system, model or job")
     start: str
     end: str
-    total_gpu_h: float
+    total_gpu_h: float = Field(description="lost GPU-hours of every row, past the limit too")
     rows: list[LostRow]
 
 

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS
+from backend.ett.catalogue import COMPONENTS, FAILURE_KINDS, LOST_COMPONENTS
 from backend.metrics import fleet, nodes, reliability
 from backend.metrics.schemas import (
     FailuresByModel,
@@ -42,6 +42,7 @@ from backend.params import (
 router = APIRouter(prefix="/fleet", tags=["fleet"])
 
 CSV_JSON = {200: {"content": {"text/csv": {}}, "description": "JSON, or CSV with format=csv"}}
+DRIVERS_LIMIT = 20
 BUCKET_HELP = "'day', ISO 'week' (Monday 00:00 UTC) or calendar 'month' (the 1st, 00:00 UTC)"
 
 
@@ -149,7 +150,7 @@ def fleet_ett(
 
 @router.get(
     "/lost",
-    summary="Lost GPU-hours by component, phase, owner or system",
+    summary="Lost GPU-hours by component, phase, owner or system; a component's top models, jobs",
     response_model=LostAnswer,
     response_model_exclude_unset=True,
     responses=CSV_JSON,
@@ -159,32 +160,50 @@ def lost(
     db_session: SessionDep,
     settings: SettingsDep,
     q: Annotated[FleetModelRange, Depends()],
-    by: Literal["component", "phase", "owner", "system"] = Query(
-        "component", description="group by component, phase, owner (of the component) or system"
+    by: Literal["component", "phase", "owner", "system", "model", "job"] = Query(
+        "component",
+        description="group by component, phase, owner (of the component) or system; or rank "
+        "the models or jobs that lost most (with component=, in that component)",
+    ),
+    component: Literal[LOST_COMPONENTS] | None = Query(  # type: ignore[valid-type]
+        None, description="only the GPU-hours lost in this component"
+    ),
+    component_owner: str | None = Query(
+        None,
+        description="by=model or job: only the parts (component or phase) this component "
+        "owner owns, as GET /owners maps them",
+    ),
+    top: int | None = Query(
+        None,
+        ge=1,
+        le=1000,
+        description="the most rows (default: 20 for by=model or job, every row otherwise); "
+        "total_gpu_h counts them all",
     ),
 ) -> Any:
-    """`{"by", "start", "end", "total_gpu_h", "rows": [{<by>, "gpu_h", "share", "components"}]}`."""
+    """`{"by", "start", "end", "total_gpu_h", "rows": [{<by>, "gpu_h", "share", "components"}]}`.
+
+    by=job rows carry `job_id` and `model`; by=model rows `model`.
+    """
     lo, hi = q.range()
-    rows = call_service(
-        fleet.lost_gpu_hours,
-        db_session=db_session,
-        settings=settings,
-        start=lo,
-        end=hi,
-        by=by,
-        **q.filters(),
-    )
+    scope = {"db_session": db_session, "settings": settings, "start": lo, "end": hi, "by": by}
+    if by in fleet.DRIVERS_BY:
+        rows = call_service(
+            fleet.lost_drivers,
+            component=component,
+            component_owner=component_owner,
+            **scope,
+            **q.filters(),
+        )
+    else:
+        rows = call_service(fleet.lost_gpu_hours, component=component, **scope, **q.filters())
+    total = sum(r["gpu_h"] for r in rows)
+    rows = rows[: top or (DRIVERS_LIMIT if by in fleet.DRIVERS_BY else None)]
+    key = "job_id" if by == "job" else by
     if q.format == "csv":
-        return csv_response(rows, [by, "gpu_h", "share"], f"lost-by-{by}.csv")
-    return with_rfc3339(
-        {
-            "by": by,
-            "start": lo,
-            "end": hi,
-            "total_gpu_h": sum(r["gpu_h"] for r in rows),
-            "rows": rows,
-        }
-    )
+        cols = [key, "model", "gpu_h", "share"] if by == "job" else [key, "gpu_h", "share"]
+        return csv_response(rows, cols, f"lost-by-{by}.csv")
+    return with_rfc3339({"by": by, "start": lo, "end": hi, "total_gpu_h": total, "rows": rows})
 
 
 @router.get(

@@ -13,7 +13,12 @@ from backend.ett.catalogue import FAILURE_KINDS
 from backend.fleet.days import day_start
 from backend.metrics import core
 from backend.metrics.fleet import by_model
-from backend.metrics.reads import failures_by_kind_exact, gpu_rows, jobs_submitted
+from backend.metrics.reads import (
+    failures_by_kind_exact,
+    gpu_rows,
+    jobs_submitted,
+    jobs_with_time,
+)
 from backend.owners import service as owners_service
 
 
@@ -21,16 +26,20 @@ def model_headlines(
     *, db_session: Session, models: list[str], start: float, end: float
 ) -> dict[str, dict[str, Any]]:
     """Model -> headline over [start, end) (ETT%, trend against the window before it of the same
-    length, wall and lost GPU-hours, top lost component) and jobs submitted in the range."""
+    length, null with `trend_reason` on too small a base; wall and lost GPU-hours, top lost
+    component) and jobs submitted in the range."""
     span = end - start
     now = by_model(db_session, start, end, models, None)
     # The previous window ends where the current one's first UTC day begins (no day twice).
     before = by_model(db_session, start - span, day_start(start), models, None)
+    base_jobs = jobs_with_time(
+        db_session=db_session, start=start - span, end=day_start(start), models=models
+    )
     jobs = jobs_submitted(db_session=db_session, start=start, end=end)
     return {
         m: {
             "jobs": int(jobs.get(m, 0)),
-            **core.headline(now.get(m, {}), before.get(m)),
+            **core.headline(now.get(m, {}), before.get(m), base_jobs.get(m, 0)),
         }
         for m in models
     }
@@ -78,10 +87,13 @@ def model_summary(
         by="owner",
         resolver=owners_service.resolver(db_session=db_session, settings=settings),
     )
+    base_jobs = jobs_with_time(
+        db_session=db_session, start=start - (end - start), end=cut, models=[model]
+    ).get(model, 0)
     kinds = dict.fromkeys(FAILURE_KINDS, 0)
     kinds.update(failures_by_kind_exact(db_session=db_session, model=model, start=start, end=end))
     return {
-        **core.headline(dict(current_comps), dict(before) if before else None),
+        **core.headline(dict(current_comps), dict(before) if before else None, base_jobs),
         "components_gpu_h": series["total"]["components_gpu_h"],
         "lost_by_owner": by_owner,
         "nof_by_kind": kinds,

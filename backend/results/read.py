@@ -12,6 +12,7 @@ from backend.config import Settings
 from backend.ett.catalogue import attempt_label, failure_cause, failure_domain, is_planned
 from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
+from backend.fleet.models import FleetJobDay
 from backend.jobs import quarantine
 from backend.jobs.models import Job, Model
 
@@ -26,6 +27,18 @@ SORTS: dict[str, Any] = {
     "submitted_at": JobResult.submitted_at,
     "e2e_s": JobResult.e2e_s,
 }
+# Sorts by the GPU-hours a job lost in the list's `component` (its whole life).
+COMPONENT_SORT = "component_gpu_h"
+
+
+def _component_gpu_s(component: str) -> Any:
+    """Per job, the GPU-seconds it spent in `component` (from the per-job fleet day table)."""
+    return (
+        select(FleetJobDay.job_id, func.sum(FleetJobDay.gpu_s).label("gpu_s"))
+        .where(FleetJobDay.component == component)
+        .group_by(FleetJobDay.job_id)
+        .subquery()
+    )
 
 
 def _failure_times(f: Mapping[str, Any], fmt: Callable[[float], Any]) -> dict[str, Any]:
@@ -150,13 +163,21 @@ def list_jobs(
     limit: int = 50,
     offset: int = 0,
     search: str | None = None,
+    component: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
 
-    `search` keeps the jobs whose id or model starts with it.
+    `search` keeps the jobs whose id or model starts with it. With `component`, each row has
+    `component_gpu_h` (the GPU-hours the job spent in it) and `sort` may be component_gpu_h.
     """
     descending = sort.startswith("-")
-    column = SORTS[sort.lstrip("-")]
+    per_comp = _component_gpu_s(component) if component is not None else None
+    if sort.lstrip("-") == COMPONENT_SORT:
+        if per_comp is None:
+            raise ValueError(f"sort={sort} needs component=")
+        column = func.coalesce(per_comp.c.gpu_s, 0.0)
+    else:
+        column = SORTS[sort.lstrip("-")]
     where = []
     if model is not None:
         where.append(JobResult.model == model)
@@ -190,19 +211,25 @@ def list_jobs(
         counted = counted.outerjoin(Model, Model.name == JobResult.model)
     total = int(db_session.scalar(counted.where(*where)) or 0)
     # The page reads the columns it shows, not the stored result documents.
+    extra = [per_comp.c.gpu_s] if per_comp is not None else []
     stmt = (
-        select(*(getattr(JobResult, c) for c in LIST_COLUMNS), Job.labels, Model.owner)
+        select(*(getattr(JobResult, c) for c in LIST_COLUMNS), Job.labels, Model.owner, *extra)
         .join(Job, Job.job_id == JobResult.job_id)
         .outerjoin(Model, Model.name == JobResult.model)
         .where(*where)
     )
+    if per_comp is not None:
+        stmt = stmt.outerjoin(per_comp, per_comp.c.job_id == JobResult.job_id)
     order = column.desc() if descending else column.asc()
     stmt = stmt.order_by(order, JobResult.job_id).limit(limit).offset(offset)
     rows = []
-    for *values, job_labels, model_owner in db_session.execute(stmt):
-        row = dict(zip(LIST_COLUMNS, values, strict=True))
+    for values in db_session.execute(stmt):
+        row = dict(zip(LIST_COLUMNS, values[: len(LIST_COLUMNS)], strict=True))
+        job_labels, model_owner = values[len(LIST_COLUMNS)], values[len(LIST_COLUMNS) + 1]
         row["owner"] = (job_labels or {}).get("owner") or model_owner
         row["labels"] = job_labels or {}
+        if per_comp is not None:
+            row["component_gpu_h"] = float(values[-1] or 0.0) / 3600.0
         rows.append(row)
     return rows, total
 

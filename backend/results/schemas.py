@@ -40,6 +40,9 @@ class JobSummary(BaseModel):
     nof: int
     tts_s: float
     recovery_s: float
+    component_gpu_h: float | None = Field(
+        None, description="with component=: the GPU-hours the job spent in it (whole job)"
+    )
 
 
 class JobPage(BaseModel):

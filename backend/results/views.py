@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.ett.catalogue import JOB_STATUSES
+from backend.ett.catalogue import COMPONENTS, JOB_STATUSES
 from backend.jobs import quarantine
 from backend.params import (
     alias_query,
@@ -39,6 +39,8 @@ SortKey = Literal[
     "-submitted_at",
     "e2e_s",
     "-e2e_s",
+    "component_gpu_h",
+    "-component_gpu_h",
 ]
 
 
@@ -57,7 +59,17 @@ def list_jobs(
         "jobs whose lifetime overlaps [start, end): still running at or after", "none"
     ),
     end: str | None = end_query("jobs submitted before (a date is inclusive)", "none"),
-    sort: SortKey = "-submitted_at",
+    component: Annotated[
+        Literal[COMPONENTS] | None,  # type: ignore[valid-type]
+        Query(
+            description="give each job's GPU-hours in this component (component_gpu_h, over "
+            "its whole life) and allow sort=component_gpu_h"
+        ),
+    ] = None,
+    sort: Annotated[
+        SortKey,
+        Query(description="a column, '-' first for descending; component_gpu_h needs component"),
+    ] = "-submitted_at",
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobPage:
@@ -68,6 +80,8 @@ def list_jobs(
     lo, hi = parse_time_param(start, "start"), parse_time_param(end, "end")
     if lo is not None and hi is not None and lo >= hi:
         raise HTTPException(422, "start must be before end")
+    if sort.lstrip("-") == read.COMPONENT_SORT and component is None:
+        raise HTTPException(422, f"sort={sort} needs component= (the component to sort by)")
     rows, total = read.list_jobs(
         db_session=db_session,
         model=model,
@@ -79,6 +93,7 @@ def list_jobs(
         sort=sort,
         limit=limit,
         offset=offset,
+        component=component,
     )
     jobs = [
         JobSummary(

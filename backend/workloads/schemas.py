@@ -19,7 +19,16 @@ class ModelRow(BaseModel):
     jobs: int = Field(description="jobs of the model submitted in the range")
     ett_pct: float | None
     previous_ett_pct: float | None = Field(description="ETT% over the same length just before")
-    trend_pp: float | None = Field(description="ett_pct - previous_ett_pct, percentage points")
+    trend_pp: float | None = Field(
+        description="ett_pct - previous_ett_pct, percentage points; null when the range before "
+        "is too small a base (trend_reason)"
+    )
+    trend_reason: str | None = Field(
+        None, description="why trend_pp is null (too few jobs or GPU-hours before); null if given"
+    )
+    previous_jobs: int | None = Field(
+        None, description="jobs with GPU-time in the range before (the trend's base)"
+    )
     wall_gpu_h: float
     lost_gpu_h: float
     top_lost_component: str | None
@@ -63,7 +72,9 @@ class ModelPage(BaseModel):
     end: str
     ett_pct: float | None
     previous_ett_pct: float | None
-    trend_pp: float | None
+    trend_pp: float | None = Field(description="null on too small a base (trend_reason)")
+    trend_reason: str | None = Field(None, description="why trend_pp is null")
+    previous_jobs: int | None = Field(None, description="jobs with GPU-time in the range before")
     wall_gpu_h: float
     lost_gpu_h: float
     top_lost_component: str | None

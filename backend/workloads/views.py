@@ -52,7 +52,8 @@ def list_models(
 ) -> Any:
     """`{"start", "end", "total", "models": [{model, team, ett_pct, trend_pp, lost_gpu_h, ...}]}`.
 
-    The trend compares the range with the range of the same length just before it.
+    The trend compares the range with the range of the same length just before it; it is null,
+    with `trend_reason`, when that range holds under 3 jobs or too few GPU-hours.
     """
     lo, hi = time_range(start, end, whole_days=True)
     rows, total = call_service(
@@ -70,6 +71,7 @@ def list_models(
     rows = [_with_team(r) for r in rows]
     if format == "csv":
         cols = ["model", "team", "tier", "jobs", "ett_pct", "previous_ett_pct", "trend_pp"]
+        cols += ["trend_reason", "previous_jobs"]
         cols += ["wall_gpu_h", "lost_gpu_h", "top_lost_component"]
         return csv_response(rows, cols, "models.csv")
     return with_rfc3339({"start": lo, "end": hi, "total": total, "models": rows})

@@ -7,6 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.metrics.core import MIN_BASE_JOBS
 from dashboard import data, figures, numbers
 from dashboard.components import (
     annotation_list,
@@ -75,24 +76,25 @@ def layout(**query: Any) -> html.Div:
                 ),
                 annotation_list("fleet-annotations", notes),
             ),
+            section(
+                "Lost GPU-hours by component",
+                graph(
+                    "fleet-lost-component-graph",
+                    figures.with_annotations(
+                        figures.lost_stacked(
+                            view.lost_by_component,
+                            by="component",
+                            title=f"Lost GPU-hours per {filters.bucket}, by component",
+                            colors=COMPONENT_COLORS,
+                            order=figures.LOST_COMPONENTS,
+                        ),
+                        notes,
+                    ),
+                ),
+            ),
             html.Div(
                 [
-                    section(
-                        "Lost GPU-hours by component",
-                        graph(
-                            "fleet-lost-component-graph",
-                            figures.with_annotations(
-                                figures.lost_stacked(
-                                    view.lost_by_component,
-                                    by="component",
-                                    title=f"Lost GPU-hours per {filters.bucket}, by component",
-                                    colors=COMPONENT_COLORS,
-                                    order=figures.LOST_COMPONENTS,
-                                ),
-                                notes,
-                            ),
-                        ),
-                    ),
+                    _range_by_component(view),
                     section(
                         "Lost GPU-hours by owner",
                         graph(
@@ -109,6 +111,20 @@ def layout(**query: Any) -> html.Div:
             ),
             deferred(PREFIX, filters.query()),
         ]
+    )
+
+
+def _range_by_component(view: data.FleetView) -> Any:
+    """The range's lost GPU-hours per component: the daily stacks above, summed."""
+    return section(
+        "Lost GPU-hours in the range, by component",
+        graph(
+            "fleet-lost-range-component-graph",
+            figures.lost_range_by_component(
+                view.lost_by_component, title="Lost GPU-hours over the whole range, by component"
+            ),
+        ),
+        note="Which component lost the most in the range: the sum of the stacks above.",
     )
 
 
@@ -133,7 +149,8 @@ def below(query: dict[str, Any]) -> list[Any]:
                 section(
                     "Regressions",
                     graph("fleet-regressions-graph", figures.regressions(view.regressions)),
-                    note="Against the range of equal length just before. Click a bar to open the model.",
+                    note="Against the range of equal length just before, for models with at least "
+                    f"{MIN_BASE_JOBS} jobs there. Click a bar to open the model.",
                 ),
             ],
             className="ett-two-col",

@@ -8,8 +8,9 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
+from backend.ett.catalogue import LOST_COMPONENTS
 from dashboard import data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
@@ -442,10 +443,17 @@ def warnings_block(result: dict[str, Any]) -> html.Div:
 VIEWS = {
     "recent": ("Recent, newest first", "-submitted_at"),
     "lost": ("Most GPU-hours lost", "-gpu_hours_lost"),
+    "component": ("Most GPU-hours in the component", "-component_gpu_h"),
 }
 PAGE_SIZE = 50
 # The Jobs list's own query arguments, kept when the filter bar changes (the page is not).
-LIST_KEYS = ("q", "status", "view")
+LIST_KEYS = ("q", "status", "view", "component")
+
+
+def _list_component(extra: dict[str, Any]) -> str | None:
+    """The lost component the Jobs list shows (and may sort by), from `?component=`."""
+    value = extra.get("component")
+    return value if value in LOST_COMPONENTS else None
 
 
 def _page_number(value: Any) -> int:
@@ -489,6 +497,21 @@ def search_bar(filters: Filters, statuses: list[str]) -> html.Div:
             ),
             html.Label(
                 [
+                    "Component",
+                    dcc.Dropdown(
+                        id="job-component",
+                        options=[
+                            {"label": COMPONENT_LABELS.get(c, c), "value": c}
+                            for c in LOST_COMPONENTS
+                        ],
+                        value=_list_component(extra),
+                        placeholder="GPU-hours in a component",
+                        clearable=True,
+                    ),
+                ]
+            ),
+            html.Label(
+                [
                     "Show",
                     dcc.RadioItems(
                         id="job-view",
@@ -506,12 +529,29 @@ def search_bar(filters: Filters, statuses: list[str]) -> html.Div:
     )
 
 
+def _component_col(component: str | None) -> list[dict[str, Any]]:
+    """The column of the chosen component's GPU-hours (none without a component)."""
+    if component is None:
+        return []
+    return [num_col("component_gpu_h", f"GPU-h in {COMPONENT_LABELS.get(component, component)}")]
+
+
+def _view_words(view: str, component: str | None) -> str:
+    """How the list is sorted, in words."""
+    if view == "component" and component is not None:
+        return f"most GPU-hours in {COMPONENT_LABELS.get(component, component)} first"
+    return VIEWS[view][0].lower()
+
+
 def job_list(filters: Filters) -> Any:
     """No job chosen: every job matching the search and filters, one server-side page at a time."""
     extra = filters.extra
     search = (extra.get("q") or "").strip() or None
     status = extra.get("status") or None
     view = extra.get("view") if extra.get("view") in VIEWS else "recent"
+    component = _list_component(extra)
+    if view == "component" and component is None:
+        view = "lost"
     page = _page_number(extra.get("page"))
     found = data.search_jobs(
         filters,
@@ -520,6 +560,7 @@ def job_list(filters: Filters) -> Any:
         sort=VIEWS[view][1],
         limit=PAGE_SIZE,
         offset=(page - 1) * PAGE_SIZE,
+        component=component,
     )
     bar = search_bar(filters, data.job_statuses())
     if not found.rows:
@@ -546,6 +587,7 @@ def job_list(filters: Filters) -> Any:
             "submitted": when,
             "ett_pct": r["ett_pct"],
             "gpu_hours_lost": r["gpu_hours_lost"],
+            "component_gpu_h": r.get("component_gpu_h"),
             "nof": r["nof"],
         }
         for r, when in zip(
@@ -581,6 +623,7 @@ def job_list(filters: Filters) -> Any:
                         {"id": "submitted", "name": "submitted (UTC)"},
                         num_col("ett_pct", "ETT%"),
                         num_col("gpu_hours_lost", "GPU-h lost"),
+                        *_component_col(component),
                         num_col("nof", "NoF", 0),
                     ],
                     page_size=PAGE_SIZE,
@@ -592,7 +635,7 @@ def job_list(filters: Filters) -> Any:
                     ],
                     className="ett-pager",
                 ),
-                note=f"{found.total:,} jobs match ({scope}), {VIEWS[view][0].lower()}; "
+                note=f"{found.total:,} jobs match ({scope}), {_view_words(view, component)}; "
                 "● live marks a job still running. Pick one to see its timeline.",
             ),
         ]
@@ -736,14 +779,28 @@ register_deferred(PREFIX, below)
     Input("job-search", "value"),
     Input("job-status", "value"),
     Input("job-view", "value"),
+    Input("job-component", "value"),
     State("job-search-filters", "data"),
     prevent_initial_call=True,
 )
-def _search(search: str | None, status: str | None, view: str | None, query: dict[str, str]) -> str:
-    """A new search, status or view reloads the list from its first page."""
+def _search(
+    search: str | None,
+    status: str | None,
+    view: str | None,
+    component: str | None,
+    query: dict[str, str],
+) -> str:
+    """A new search, status, view or component reloads the list from its first page; picking a
+    component sorts by it."""
     filters = Filters.from_query(query)
+    if ctx.triggered_id == "job-component":
+        view = "component" if component else ("lost" if view == "component" else view)
     return filters.href(
-        "/job", q=(search or "").strip() or None, status=status or None, view=view or None
+        "/job",
+        q=(search or "").strip() or None,
+        status=status or None,
+        view=view or None,
+        component=component or None,
     )
 
 

@@ -8,6 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.metrics.core import MIN_BASE_JOBS
 from backend.params import MODEL_WINDOW_DAYS
 from dashboard import data, figures, numbers
 from dashboard.components import (
@@ -49,12 +50,8 @@ def model_list(filters: Filters) -> Any:
             "team": r.owner or "",
             "jobs": int(r.jobs),
             "ett_pct": None if pd.isna(r.ett_pct) else float(r.ett_pct),
-            "trend_pp": None
-            if pd.isna(r.trend_pp)
-            or numbers.base_too_small(
-                getattr(r, "previous_wall_gpu_h", None), getattr(r, "wall_gpu_h", None)
-            )
-            else float(r.trend_pp),
+            # Null, with a reason, on too small a base (the backend's trend rule).
+            "trend_pp": None if pd.isna(r.trend_pp) else float(r.trend_pp),
             "lost_gpu_h": float(r.lost_gpu_h or 0.0),
             "top_lost": COMPONENT_LABELS.get(r.top_lost_component, r.top_lost_component or ""),
             "tier": r.tier or "",
@@ -71,7 +68,7 @@ def model_list(filters: Filters) -> Any:
                 {"id": "team", "name": "team"},
                 num_col("jobs", "jobs", 0),
                 num_col("ett_pct", "ETT% (GPU-weighted)"),
-                num_col("trend_pp", "trend (points)", signed=True),
+                num_col("trend_pp", "trend vs previous range (points)", signed=True),
                 num_col("lost_gpu_h", "GPU-h lost", 0),
                 {"id": "top_lost", "name": "loses most to"},
                 {"id": "tier", "name": "tier"},
@@ -80,6 +77,8 @@ def model_list(filters: Filters) -> Any:
             filterable=True,
         ),
         note=f"{len(rows)} models, most GPU-hours lost in the range first. "
+        "Trend: ETT% in the range minus ETT% over the same length just before; blank when "
+        f"that range holds fewer than {MIN_BASE_JOBS} jobs or too few GPU-hours to compare. "
         "Type in a column's search cell to filter (e.g. part of a model's name).",
     )
 
@@ -238,8 +237,8 @@ def model_body(model: str, filters: Filters) -> list[Any]:
                     *trend_note(
                         page.get("trend_pp"),
                         page.get("previous_ett_pct"),
-                        page.get("previous_wall_gpu_h"),
-                        page.get("wall_gpu_h"),
+                        page.get("trend_reason"),
+                        page.get("previous_jobs"),
                     ),
                     scope=scope,
                 ),

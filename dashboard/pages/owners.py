@@ -15,6 +15,8 @@ from dashboard.components import (
     deferred,
     filter_bar,
     graph,
+    link_col,
+    md_link,
     nothing_shown,
     num_col,
     register_deferred,
@@ -118,12 +120,110 @@ def layout(**query: Any) -> html.Div:
     return html.Div(body)
 
 
+# ---------------------------------------------------------------- what drives each component
+
+DRIVERS_TOP = 5
+
+
+def _drivers_below(filters: Filters, component: str | None) -> list[Any]:
+    """The drivers section for one owner (none for the all-owners view or an empty range)."""
+    if not filters.owner:
+        return []
+    held = data.owner_components(filters.with_(owner=None))
+    held = held[(held["owner"] == filters.owner) & (held["gpu_h"] > 0)]
+    if component:
+        held = held[held["component"] == component]
+    return [_drivers_section(filters, held)] if not held.empty else []
+
+
+def _drivers_section(filters: Filters, held: Any) -> Any:
+    """Per component the owner holds (most GPU-hours lost first): the models and the jobs that
+    lost most in its parts the owner owns over the range, each linked to its page."""
+    owner = filters.owner
+    order = held.groupby("component")["gpu_h"].sum().sort_values(ascending=False)
+    blocks = [_component_drivers(filters, str(c), owner) for c in order.index]
+    return section(
+        f"What drives {owner}'s components",
+        *blocks,
+        note=f"The {DRIVERS_TOP} models and jobs that lost most GPU-hours in the range in each "
+        f"component {owner} owns (only the parts it owns), as GET /api/v1/fleet/lost?by=model "
+        "and by=job give them.",
+    )
+
+
+def _component_drivers(filters: Filters, component: str, owner: str | None) -> Any:
+    """One component's top models and top jobs, side by side, and a link to all its jobs."""
+    label = COMPONENT_LABELS.get(component, component)
+    models = data.lost_drivers(
+        filters, by="model", component=component, component_owner=owner, top=DRIVERS_TOP
+    )
+    jobs = data.lost_drivers(
+        filters, by="job", component=component, component_owner=owner, top=DRIVERS_TOP
+    )
+    base = filters.with_(owner=None, extra={})
+    model_rows = [
+        {
+            "model": md_link(str(r["model"]), base.href("/model", model=r["model"])),
+            "gpu_h": r["gpu_h"],
+            "share": 100.0 * (r["share"] or 0.0),
+        }
+        for r in models
+        if r["model"]
+    ]
+    job_rows = [
+        {
+            "job": md_link(r["job_id"], base.href("/job", job_id=r["job_id"], model=None)),
+            "model": r["model"] or "",
+            "gpu_h": r["gpu_h"],
+        }
+        for r in jobs
+    ]
+    all_jobs = base.with_(model=None).href("/job", view="component", component=component)
+    return html.Div(
+        [
+            html.H4(label),
+            html.Div(
+                [
+                    table(
+                        f"owners-drivers-models-{component}",
+                        model_rows,
+                        [
+                            link_col("model", "top models"),
+                            num_col("gpu_h", f"GPU-h lost in {label}", 1),
+                            num_col("share", "% of it", 1),
+                        ],
+                        page_size=DRIVERS_TOP,
+                    ),
+                    table(
+                        f"owners-drivers-jobs-{component}",
+                        job_rows,
+                        [
+                            link_col("job", "top jobs"),
+                            {"id": "model", "name": "model"},
+                            num_col("gpu_h", f"GPU-h lost in {label}", 1),
+                        ],
+                        page_size=DRIVERS_TOP,
+                    ),
+                ],
+                className="ett-two-col",
+            ),
+            dcc.Link(
+                f"Every job by GPU-hours in {label} →",
+                href=all_jobs,
+                id=f"owners-drivers-all-{component}",
+            ),
+        ],
+        id=f"owners-drivers-{component}",
+        className="ett-drivers",
+    )
+
+
 def below(query: dict[str, Any]) -> list[Any]:
     """The owners page under the first screen: alerts, SLOs and their history, silences."""
     filters = Filters.from_query(query, component_owner=True)
     component = filters.extra.get("component")
     alerts = data.alerts_view(filters.owner, time.time(), component)
-    body: list[Any] = []
+    body: list[Any] = _drivers_below(filters, component)
     body.append(html.Div(_alerts_section(alerts["alerts"]), id="owners-alerts-box"))
     history = data.slo_history(filters, filters.owner)
     body.append(

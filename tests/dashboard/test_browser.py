@@ -24,7 +24,7 @@ pytestmark = [
 
 # Path -> charts the page draws once loaded.
 PAGES = {
-    "/": 7,
+    "/": 8,
     "/model": 0,
     "/model?model=model-c": 6,
     "/job": 0,

@@ -20,11 +20,11 @@ def test_one_format_for_pct_gpu_hours_counts_and_durations() -> None:
     assert numbers.minutes(750) == "12.5 min" and numbers.minutes(80_040) == "1,334.0 min"
 
 
-def test_trend_note_is_hidden_when_its_base_is_too_small() -> None:
-    shown, cls = trend_note(-2.0, 80.0, base_gpu_h=500.0, current_gpu_h=1000.0)
-    assert shown == "-2.0 points vs 80.0% in the range before" and cls == "ett-down"
-    assert trend_note(+28.1, 60.0, base_gpu_h=3.0, current_gpu_h=1000.0) == (None, "")
-    assert trend_note(+1.0, 60.0, base_gpu_h=0.5, current_gpu_h=2.0) == (None, "")
+def test_trend_note_says_why_when_the_backend_gives_no_trend() -> None:
+    shown, cls = trend_note(-2.0, 80.0, None, 12)
+    assert shown == "-2.0 points vs 80.0% in the range before (12 jobs)" and cls == "ett-down"
+    reason = "the range before holds 1 job (a trend needs 3)"
+    assert trend_note(None, 60.0, reason, 1) == (f"no trend: {reason}", "")
     assert trend_note(None, 60.0) == (None, "")
 
 

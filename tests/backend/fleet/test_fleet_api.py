@@ -176,6 +176,14 @@ def test_regressions(client: Any, post: Any) -> None:
         "after_start": "2026-05-04T00:00:00Z",
         "after_end": "2026-05-07T00:00:00Z",
     }
+    # One job before is too small a base (backend.metrics.core.trend_reason): no regression.
+    assert client.get("/api/v1/fleet/regressions", params=params).json()["models"] == []
+    for i in (1, 2):  # two more copies of job-a in the range before: the same ETT%, 3 jobs
+        copy = [
+            {**ev, "job_id": f"job-a-{i}", "event_id": f"c{i}-{ev['event_id']}"}
+            for ev in job_a().events
+        ]
+        post(copy)
     rows = client.get("/api/v1/fleet/regressions", params=params).json()["models"]
     assert len(rows) == 1
     row = rows[0]
@@ -228,7 +236,10 @@ def test_default_range_is_last_180_days(client: Any, fleet: None) -> None:
 FLEET_PARAMS = {
     "/ett": {"start", "end", "bucket", "model", "team", "owner", "label", "format"},
     "/failures": {"start", "end", "bucket", "model", "team", "owner", "label", "format"},
-    "/lost": {"start", "end", "by", "model", "team", "owner", "label", "format"},
+    "/lost": {
+        *("start", "end", "by", "model", "team", "owner", "label", "format"),
+        *("component", "component_owner", "top"),
+    },
     "/failures/by-model": {"start", "end", "team", "owner", "label", "format"},
     "/regressions": {
         *("before_start", "before_end", "after_start", "after_end", "limit"),

@@ -73,3 +73,22 @@ def test_point_and_lost_use_one_hour_and_one_effective_rule() -> None:
         "components_gpu_h": {"effective_training": 2.0, "scheduling": 1.0},
     }
     assert core.point({})["ett_pct"] is None
+
+
+def test_trend_reason_needs_three_jobs_and_a_tenth_of_the_gpu_hours() -> None:
+    from backend.metrics.core import headline, trend_reason
+
+    assert trend_reason(500.0, 1000.0, 1) == "the range before holds 1 job (a trend needs 3)"
+    assert trend_reason(500.0, 1000.0, 2) == "the range before holds 2 jobs (a trend needs 3)"
+    assert trend_reason(99.0, 1000.0, 3) == (
+        "the range before ran 99.0 GPU-hours (a trend needs 100.0)"
+    )
+    assert trend_reason(0.5, 2.0, 5) is not None  # under 1 GPU-hour
+    assert trend_reason(100.0, 1000.0, 3) is None
+    assert trend_reason(100.0, 1000.0, None) is None  # count unknown: GPU-hours alone
+    now = {"effective_training": 7200.0, "shutdown": 3600.0}
+    before = {"effective_training": 3600.0 * 3, "shutdown": 3600.0 * 3}
+    assert headline(now, before, 3)["trend_pp"] == pytest.approx(7200 / 10800 * 100 - 50.0)
+    one = headline(now, before, 1)
+    assert one["trend_pp"] is None and "1 job" in one["trend_reason"]
+    assert one["previous_ett_pct"] == 50.0 and one["previous_jobs"] == 1

@@ -40,13 +40,16 @@ def test_list_models(client: Any, fleet: None) -> None:
     # m-a in the window: its D0 part only (6300 s wall, 5900 effective, 8 GPUs)
     assert a["ett_pct"] == _approx(5900 / 6300 * 100)
     assert a["previous_ett_pct"] == _approx(1200 / 3600 * 100)
-    assert a["trend_pp"] == _approx(5900 / 6300 * 100 - 1200 / 3600 * 100)
+    # The window before holds one job (job-a's first day): no trend, and the reason.
+    assert a["trend_pp"] is None and a["previous_jobs"] == 1
+    assert a["trend_reason"] == "the range before holds 1 job (a trend needs 3)"
     assert a["lost_gpu_h"] == _approx(400 * 8 / 3600)
     assert a["owner"] == "ranking" and a["jobs"] == 0  # submitted the day before
     assert a["top_lost_component"] == "shutdown"
     assert b["jobs"] == 2 and b["ett_pct"] == _approx(1500 / 2700 * 100)
     assert b["lost_gpu_h"] == _approx(2 * 1200 * 2 / 3600)
     assert b["trend_pp"] is None  # no GPU-time in the window before
+    assert b["trend_reason"] == "no GPU-time in the range before"
 
     by_ett = client.get("/api/v1/models", params={**WINDOW, "sort": "ett_pct", "order": "asc"})
     assert [m["model"] for m in by_ett.json()["models"]] == ["m-b", "m-a"]
@@ -80,3 +83,38 @@ def test_model_page(client: Any, fleet: None) -> None:
     r = client.get("/api/v1/models/nope")
     assert r.status_code == 404 and "nope" in r.json()["detail"]
     assert client.get("/api/v1/models/m-b", params={"bucket": "year"}).status_code == 422
+
+
+def _shifted(job: Any, job_id: str, by: float, model: str | None = None) -> list[dict[str, Any]]:
+    """The job's events under another id, `by` seconds later, of `model` if given."""
+    events = []
+    for ev in job.events:
+        ev = {**ev, "job_id": job_id, "event_id": f"{job_id}-{ev['event_id']}"}
+        for k in ("ts", "start", "end", "blocking_end"):
+            if k in ev:
+                ev[k] += by
+        if model and ev["type"] == "job_submitted":
+            ev["model"] = model
+        events.append(ev)
+    return events
+
+
+def test_trend_needs_three_jobs_before(client: Any, fleet: None, post: Any) -> None:
+    """m-b gets three earlier jobs (job-a's timeline, a day earlier: 7100/9900 effective, 8
+    GPUs, inside the window before): its trend is a number; m-a (one earlier job) stays null."""
+    for i in range(3):
+        r = post(_shifted(job_a(), f"early-{i}", -DAY, model="m-b"))
+        assert r.status_code == 200, r.text
+    rows = {m["model"]: m for m in client.get("/api/v1/models", params=WINDOW).json()["models"]}
+    b = rows["m-b"]
+    assert b["previous_jobs"] == 3 and b["trend_reason"] is None
+    assert b["previous_ett_pct"] == _approx(7100 / 9900 * 100)
+    assert b["trend_pp"] == _approx(1500 / 2700 * 100 - 7100 / 9900 * 100)
+    assert rows["m-a"]["trend_pp"] is None and rows["m-a"]["previous_jobs"] == 1
+    page = client.get("/api/v1/models/m-b", params=WINDOW).json()
+    assert page["trend_pp"] == _approx(b["trend_pp"]) and page["previous_jobs"] == 3
+    page_a = client.get("/api/v1/models/m-a", params=WINDOW).json()
+    assert page_a["trend_pp"] is None and "1 job" in page_a["trend_reason"]
+    # Sorting by trend puts the models without one last.
+    by_trend = client.get("/api/v1/models", params={**WINDOW, "sort": "trend_pp"}).json()
+    assert [m["model"] for m in by_trend["models"]] == ["m-b", "m-a"]
