@@ -675,18 +675,23 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
 
 
 def slo_unit(spec: Any, value: float | None) -> str:
-    """An SLO value with its unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
+    """An SLO value in its indicator's unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
     if value is None:
         return "—"
-    if spec.indicator == "gpu_time_share":
-        return f"{value:,.{2 if abs(value) < 1 else 1}f} % of GPU-time"
-    if spec.indicator == "ett_floor":
-        return f"{value:,.1f} % ETT"
-    if spec.indicator == "duration_percentile":
+    unit = spec.unit  # KeyError for an indicator without one: never a guessed unit
+    if unit == "% of GPU-time":
+        return f"{value:,.{2 if abs(value) < 1 else 1}f} {unit}"
+    if unit == "% ETT":
+        return f"{value:,.1f} {unit}"
+    if unit == "s" and spec.percentile is not None:
         return f"{value:,.0f} s p{spec.percentile:g}"
-    if spec.indicator == "lemon_nodes":
-        return f"lemon score {value:,.1f}"
-    return f"{value:,.2f} failures/job"
+    if unit in ("s", "s past bound"):
+        return f"{value:,.0f} {unit}"
+    if unit == "lemon score":
+        return f"{unit} {value:,.1f}"
+    if unit == "failures/job":
+        return f"{value:,.2f} {unit}"
+    raise ValueError(f"no format for the unit {unit!r} of SLO {spec.name!r}")
 
 
 def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:

@@ -147,8 +147,8 @@ def alert_docs(
 
 
 def slo_doc(spec: SloSpec) -> dict[str, Any]:
-    """One SLO as the API shows it: the spec plus its window in words."""
-    return {**spec.to_doc(), "window": format_duration(spec.window_s)}
+    """One SLO as the API shows it: the spec plus its window in words and its unit."""
+    return {**spec.to_doc(), "window": format_duration(spec.window_s), "unit": spec.unit}
 
 
 def owner_status(*, db_session: Session, owner: str, now: float, public_url: str) -> dict[str, Any]:

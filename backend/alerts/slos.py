@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +28,25 @@ Indicator = Literal[
     "live_silent",
     "lemon_nodes",
 ]
+# Each indicator's unit: what its objective and its measured values are counted in. Beside the
+# indicator list so a new indicator names its unit here (the import below fails otherwise).
+Unit = Literal["% of GPU-time", "% ETT", "s", "s past bound", "failures/job", "lemon score"]
+INDICATOR_UNITS: dict[str, Unit] = {
+    "gpu_time_share": "% of GPU-time",
+    "duration_percentile": "s",
+    "failures_per_job": "failures/job",
+    "ett_floor": "% ETT",
+    "no_progress_s": "s",
+    "live_hung": "s past bound",
+    "live_crash_loop": "s past bound",
+    "live_restart_storm": "s past bound",
+    "live_silent": "s past bound",
+    "lemon_nodes": "lemon score",
+}
+if set(INDICATOR_UNITS) != set(get_args(Indicator)):
+    raise ImportError(
+        f"every indicator needs a unit: {sorted(set(get_args(Indicator)) ^ set(INDICATOR_UNITS))}"
+    )
 # Indicators over the live states of open jobs (backend/live): one alert per job, evaluated by
 # the fast live pass (backend/alerts/live.py), not the periodic evaluator.
 LIVE_INDICATORS: dict[str, str] = {
@@ -131,6 +150,11 @@ class SloSpec(BaseModel):
     def is_live(self) -> bool:
         """True for the live_* indicators (one alert per open job in a bad state)."""
         return self.indicator in LIVE_INDICATORS
+
+    @property
+    def unit(self) -> Unit:
+        """The unit of the objective and of every measured value (INDICATOR_UNITS)."""
+        return INDICATOR_UNITS[self.indicator]
 
     @property
     def is_floor(self) -> bool:

@@ -6,7 +6,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backend.alerts import acks, read, store
 from backend.alerts import silences as alert_silences
@@ -42,7 +42,8 @@ class SloRead(BaseModel):
     indicator: str
     percentile: float | None
     failure_kind: str | None
-    objective: float
+    objective: float = Field(description="in the SLO's unit")
+    unit: str = Field(description="the unit of the objective and of alert values")
     window_s: float
     window: str
     for_s: float
