@@ -43,6 +43,17 @@ INDICATOR_UNITS: dict[str, Unit] = {
     "live_silent": "s past bound",
     "lemon_nodes": "lemon score",
 }
+# The decimals a value in each unit is written with (REST, docs/API.md "Units and rounding").
+UNIT_DECIMALS: dict[str, int] = {
+    "% of GPU-time": 2,
+    "% ETT": 2,
+    "s": 3,
+    "s past bound": 3,
+    "failures/job": 4,
+    "lemon score": 3,
+}
+if set(UNIT_DECIMALS) != set(get_args(Unit)):
+    raise ImportError("every unit needs its decimals (UNIT_DECIMALS)")
 if set(INDICATOR_UNITS) != set(get_args(Indicator)):
     raise ImportError(
         f"every indicator needs a unit: {sorted(set(get_args(Indicator)) ^ set(INDICATOR_UNITS))}"
@@ -100,6 +111,19 @@ class SloSpec(BaseModel):
     @classmethod
     def _storable_text(cls, data: Any) -> Any:
         return clean_tree(data, "SLO")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_unit(cls, data: Any) -> Any:
+        # A GET answer PUT back carries `unit`: accepted when it is the indicator's own.
+        if isinstance(data, dict) and "unit" in data:
+            data = dict(data)
+            unit, indicator = data.pop("unit"), data.get("indicator")
+            if indicator in INDICATOR_UNITS and unit != INDICATOR_UNITS[indicator]:
+                raise ValueError(
+                    f"unit follows the indicator: {indicator} is in {INDICATOR_UNITS[indicator]!r}"
+                )
+        return data
 
     @field_validator("window_s", "for_s", mode="before")
     @classmethod
