@@ -268,3 +268,37 @@ def test_a_sub_second_interval_is_refused_not_nan(seeded, client, interval):
     assert ok.status_code == 200, ok.text[:300]
     (one,) = ok.json()["models"]
     assert 0 <= one["ett_pct_after"] <= 100 and one["ett_pct_after"] < one["ett_pct_before"]
+
+
+def _floats(value, key=""):
+    """(field name, float) for every float in an answer, a map's values under its own name."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _floats(v, k if not isinstance(v, float) or not key.endswith("_s") else key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _floats(v, key)
+    elif isinstance(value, float):
+        yield key, value
+
+
+def test_plan_answers_are_rounded_as_docs_api_says(seeded, client):
+    model = _fleet_model()
+    plan = client.get(f"/api/v1/plan/models/{model}", params=RANGE).json()
+    fleet_plan = client.get("/api/v1/plan/fleet", params=RANGE).json()
+    checked = 0
+    for key, v in [*_floats(plan), *_floats(fleet_plan)]:
+        if key.endswith("_pct") or key == "ett_pct_delta":
+            assert v == round(v, 2), (key, v)
+            checked += 1
+        elif key.endswith(("_s", "_gpu_h")) or "_gpu_h_" in key:
+            assert v == round(v, 3), (key, v)
+            checked += 1
+        elif key.endswith("_share"):
+            assert v == round(v, 4), (key, v)
+        else:
+            assert v == float(f"{v:.6g}"), (key, v)
+    assert checked > 20
+    # Before rounding the prediction had a dozen decimals; the answer keeps two.
+    raw = predict(inputs_from_dict(plan["inputs"])).ett_pct
+    assert raw != round(raw, 2) and plan["prediction"]["ett_pct"] == pytest.approx(raw, abs=0.01)
