@@ -30,6 +30,7 @@ from backend.live import service as live_service
 from backend.metrics import core as metrics_core
 from backend.metrics import fleet as metrics_fleet
 from backend.metrics import nodes as metrics_nodes
+from backend.metrics import reads as metrics_reads
 from backend.metrics import reliability as metrics_reliability
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
@@ -106,8 +107,10 @@ def model_names() -> list[str]:
 
 
 def team_names() -> list[str]:
-    """Every team that owns a model, sorted (the Team filter's list)."""
-    return sorted({o for o in model_owners().values() if o})
+    """Every team some job belongs to (its owner label, else its model's), sorted (the Team
+    filter's list): the teams a `team=` filter finds (backend.jobs.team)."""
+    with read_session() as s:
+        return metrics_reads.teams(db_session=s)
 
 
 def owner_names() -> list[str]:
@@ -392,7 +395,7 @@ def fleet_view(filters: Filters) -> FleetView:
         # Outside the session above: SQLite allows one writer-capable session at a time.
         if filters.team and filters.team not in team_names():
             missing = (
-                f"No model belongs to team {filters.team!r}: pick a team from the Team list, "
+                f"No job belongs to team {filters.team!r}: pick a team from the Team list, "
                 "or clear it. (A team that owns a component is on the Owners page.)"
             )
         return _empty_fleet(missing)

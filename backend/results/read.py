@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -14,6 +14,7 @@ from backend.ett.models import JobInterval, JobResult
 from backend.fleet import weights
 from backend.jobs import quarantine
 from backend.jobs.models import Job, Model
+from backend.jobs.team import job_team, team_clause
 
 
 class Uncomputable(ValueError):
@@ -176,12 +177,7 @@ def list_jobs(
     for key, value in (labels or {}).items():
         where.append(Job.labels[key].as_string() == value)
     if owner is not None:
-        where.append(
-            or_(
-                Job.labels["owner"].as_string() == owner,
-                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
-            )
-        )
+        where.append(team_clause(owner))
     # The count joins only what its filters need: over a whole fleet it is the costly part.
     counted = select(func.count()).select_from(JobResult)
     if labels or owner is not None:
@@ -201,7 +197,7 @@ def list_jobs(
     rows = []
     for *values, job_labels, model_owner in db_session.execute(stmt):
         row = dict(zip(LIST_COLUMNS, values, strict=True))
-        row["owner"] = (job_labels or {}).get("owner") or model_owner
+        row["owner"] = job_team(job_labels, model_owner)
         row["labels"] = job_labels or {}
         rows.append(row)
     return rows, total
@@ -239,12 +235,7 @@ def level1_rows(
     for key, value in (labels or {}).items():
         stmt = stmt.where(Job.labels[key].as_string() == value)
     if owner is not None:
-        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(
-            or_(
-                Job.labels["owner"].as_string() == owner,
-                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
-            )
-        )
+        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(team_clause(owner))
     return [
         (t, weights.job_weight(gpus, e2e_s, e2e_gpu_s), tts, rec, nof)
         for t, gpus, tts, rec, nof, e2e_s, e2e_gpu_s in db_session.execute(stmt)
