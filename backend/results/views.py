@@ -51,9 +51,9 @@ def list_jobs(
     _access: ReadAccess,
     model: str | None = None,
     team: Annotated[
-        str | None, Query(description="the team that owns the job's model (job label or model)")
+        str | None, Query(description="the job's team: its owner label, else its model's team")
     ] = None,
-    owner: str | None = alias_query("team", "the team that owns the job's model"),
+    owner: str | None = alias_query("team", "the job's team"),
     label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
     status: JobStatus | None = None,
     start: str | None = start_query(
