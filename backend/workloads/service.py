@@ -12,7 +12,6 @@ from backend.ett.models import JobResult
 from backend.jobs.models import Job, Model
 from backend.jobs.team import team_clause
 from backend.metrics import workloads as metrics
-from backend.metrics.reads import known_team
 
 SORTS = ("lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name")
 JOB_LIMIT = 200
@@ -41,8 +40,8 @@ def list_models(
     if q:
         stmt = stmt.where(Model.name.ilike(f"%{q}%"))
     if owner is not None:
-        # The models with a job of this team; their numbers sum that team's jobs only.
-        known_team(db_session=db_session, team=owner)
+        # The models with a job of this team (none for an unknown team); their numbers sum
+        # that team's jobs only.
         teams_jobs = select(Job.model).outerjoin(Model, Model.name == Job.model)
         stmt = stmt.where(Model.name.in_(teams_jobs.where(team_clause(owner))))
     models = db_session.execute(stmt.order_by(Model.name)).all()
