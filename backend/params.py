@@ -493,14 +493,43 @@ def with_rfc3339(value: Any) -> Any:
 
 
 def round_for(key: str) -> int | None:
-    """Decimals for a field by its unit suffix: _pct/_pp 2, _gpu_h and _s 3, shares 4."""
+    """Decimals for a field by its unit suffix: _pct/_pp 2, _gpu_h (gpu_hours_lost), _h, _s 3,
+    shares 4."""
     if key.endswith(("_pct", "_pp")) or key in ("pct", "pp"):
         return 2
-    if key.endswith(("_gpu_h", "_s", "_h")) or key in ("gpu_h", "s") or "_gpu_h_" in key:
+    if key.endswith(("_gpu_h", "_s", "_h")) or key in ("gpu_h", "s", "gpu_hours_lost"):
+        return 3
+    if "_gpu_h_" in key:
         return 3
     if key == "share" or key.endswith("_share") or key.startswith("share_"):
         return 4
     return None
+
+
+def rounded(
+    value: Any, digits: int | None = None, by_key: dict[str, int | None] | None = None
+) -> Any:
+    """A copy of an answer with every float rounded: by `by_key` (fields whose name does not
+    carry their unit; None: 6 significant digits), else by its key's unit (`round_for`), else
+    like its enclosing key, else to 6 significant digits. Times (TIME_KEYS) stay as they are."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = str(k)
+            if key in TIME_KEYS:
+                out[k] = v
+                continue
+            if by_key and key in by_key:
+                out[k] = rounded(v, by_key[key], by_key)
+                continue
+            rule = round_for(key)
+            out[k] = rounded(v, rule if rule is not None else digits, by_key)
+        return out
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits, by_key) for v in value]
+    if isinstance(value, float):
+        return round_number(value, digits)
+    return value
 
 
 def round_number(value: float, digits: int | None) -> float:

@@ -30,6 +30,7 @@ from backend.live import service as live_service
 from backend.metrics import core as metrics_core
 from backend.metrics import fleet as metrics_fleet
 from backend.metrics import nodes as metrics_nodes
+from backend.metrics import reads as metrics_reads
 from backend.metrics import reliability as metrics_reliability
 from backend.owners import service as owners_service
 from backend.planner import service as planner_service
@@ -106,8 +107,10 @@ def model_names() -> list[str]:
 
 
 def team_names() -> list[str]:
-    """Every team that owns a model, sorted (the Team filter's list)."""
-    return sorted({o for o in model_owners().values() if o})
+    """Every team some job belongs to (its owner label, else its model's), sorted (the Team
+    filter's list): the teams a `team=` filter finds (backend.jobs.team)."""
+    with read_session() as s:
+        return metrics_reads.teams(db_session=s)
 
 
 def owner_names() -> list[str]:
@@ -395,7 +398,7 @@ def fleet_view(filters: Filters) -> FleetView:
         # Outside the session above: SQLite allows one writer-capable session at a time.
         if filters.team and filters.team not in team_names():
             missing = (
-                f"No model belongs to team {filters.team!r}: pick a team from the Team list, "
+                f"No job belongs to team {filters.team!r}: pick a team from the Team list, "
                 "or clear it. (A team that owns a component is on the Owners page.)"
             )
         return _empty_fleet(missing)
@@ -703,18 +706,23 @@ def compare_by_label(filters: Filters, key: str) -> dict[str, Any] | None:
 
 
 def slo_unit(spec: Any, value: float | None) -> str:
-    """An SLO value with its unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
+    """An SLO value in its indicator's unit: "3.0 % of GPU-time", "600 s p90", "85.0 % ETT"."""
     if value is None:
         return "—"
-    if spec.indicator == "gpu_time_share":
-        return f"{value:,.{2 if abs(value) < 1 else 1}f} % of GPU-time"
-    if spec.indicator == "ett_floor":
-        return f"{value:,.1f} % ETT"
-    if spec.indicator == "duration_percentile":
+    unit = spec.unit  # KeyError for an indicator without one: never a guessed unit
+    if unit == "% of GPU-time":
+        return f"{value:,.{2 if abs(value) < 1 else 1}f} {unit}"
+    if unit == "% ETT":
+        return f"{value:,.1f} {unit}"
+    if unit == "s" and spec.percentile is not None:
         return f"{value:,.0f} s p{spec.percentile:g}"
-    if spec.indicator == "lemon_nodes":
-        return f"lemon score {value:,.1f}"
-    return f"{value:,.2f} failures/job"
+    if unit in ("s", "s past bound"):
+        return f"{value:,.0f} {unit}"
+    if unit == "lemon score":
+        return f"{unit} {value:,.1f}"
+    if unit == "failures/job":
+        return f"{value:,.2f} {unit}"
+    raise ValueError(f"no format for the unit {unit!r} of SLO {spec.name!r}")
 
 
 def slo_history(filters: Filters, owner: str | None) -> list[dict[str, Any]]:

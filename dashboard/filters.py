@@ -71,8 +71,9 @@ def _text(value: Any) -> str | None:
 class Filters:
     """Date range (inclusive UTC days), model, team, label (key=value) and trend bucket.
 
-    `team` is the team that owns a MODEL (the fleet, models, jobs and compare pages filter by
-    it); `owner` is the team that owns a COMPONENT, read only by the owners page. Elsewhere an
+    `team` is the team a JOB belongs to (its owner label, else its model's team:
+    backend/jobs/team.py; the fleet, models, jobs and compare pages filter by it); `owner` is
+    the team that owns a COMPONENT, read only by the owners page. Elsewhere an
     old `owner=` link is read as `team=` (a deprecated alias).
     """
 

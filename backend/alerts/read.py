@@ -20,11 +20,29 @@ from backend.alerts.models import (
     Silence,
 )
 from backend.alerts.silences import list_silences, silenced_by
-from backend.alerts.slos import SloSpec
+from backend.alerts.slos import UNIT_DECIMALS, SloSpec
 from backend.alerts.store import list_channels, list_slos
+from backend.params import rounded
 from backend.timefmt import format_duration, rfc3339
 
 # ---- reads ------------------------------------------------------------------------------------
+
+
+def _alert_filters(
+    owner: str | None,
+    state: str | None,
+    component: str | None,
+    model: str | None,
+    slo: str | None,
+) -> list[Any]:
+    pairs = (
+        (AlertState.owner, owner),
+        (AlertState.state, state),
+        (AlertState.component, component),
+        (AlertState.model, model),
+        (AlertState.slo_name, slo),
+    )
+    return [column == value for column, value in pairs if value]
 
 
 def list_alerts(
@@ -38,17 +56,7 @@ def list_alerts(
     limit: int = 500,
 ) -> list[AlertState]:
     """Alert instances, firing first, then by most recent change."""
-    stmt = select(AlertState)
-    if owner:
-        stmt = stmt.where(AlertState.owner == owner)
-    if state:
-        stmt = stmt.where(AlertState.state == state)
-    if component:
-        stmt = stmt.where(AlertState.component == component)
-    if model:
-        stmt = stmt.where(AlertState.model == model)
-    if slo:
-        stmt = stmt.where(AlertState.slo_name == slo)
+    stmt = select(AlertState).where(*_alert_filters(owner, state, component, model, slo))
     # Ordered in SQL: the limit must keep the firing alerts, not any `limit` rows.
     rank = case(
         {"firing": 0, "pending": 1, "resolved": 2, "inactive": 3},
@@ -58,6 +66,22 @@ def list_alerts(
     recent = func.coalesce(AlertState.fired_at, AlertState.last_evaluated_at, 0.0)
     return list(
         db_session.scalars(stmt.order_by(rank, recent.desc(), AlertState.fingerprint).limit(limit))
+    )
+
+
+def count_alerts(
+    *,
+    db_session: Session,
+    owner: str | None = None,
+    state: str | None = None,
+    component: str | None = None,
+    model: str | None = None,
+    slo: str | None = None,
+) -> int:
+    """How many alert instances match the filters (the list's `total`, past its limit)."""
+    stmt = select(func.count()).select_from(AlertState)
+    return int(
+        db_session.scalar(stmt.where(*_alert_filters(owner, state, component, model, slo))) or 0
     )
 
 
@@ -158,10 +182,14 @@ def episode_docs(
 # ---- read documents (the REST answers and the owners page) ----------------------------------------
 
 
-def alert_doc(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, Any]:
-    """One alert instance as the API and the owners page show it (RFC 3339 times)."""
+def alert_doc(
+    state: AlertState, acks: list[Any], silenced: bool, unit: str | None = None
+) -> dict[str, Any]:
+    """One alert instance as the API and the owners page show it (RFC 3339 times, values
+    rounded for their SLO's unit: `rounded_in`)."""
     details = state.details or {}
-    return {
+    digits = UNIT_DECIMALS.get(unit) if unit else None
+    doc = {
         "fingerprint": state.fingerprint,
         "slo": state.slo_name,
         "owner": state.owner,
@@ -171,6 +199,7 @@ def alert_doc(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, A
         "state": state.state,
         "value": state.value,
         "objective": state.objective,
+        "unit": unit,
         "labels": state.labels,
         "breach_started_at": rfc3339(state.breach_started_at),
         "fired_at": rfc3339(state.fired_at),
@@ -193,6 +222,13 @@ def alert_doc(state: AlertState, acks: list[Any], silenced: bool) -> dict[str, A
             for a in acks
         ],
     }
+    return rounded_in(doc, digits)
+
+
+def rounded_in(doc: dict[str, Any], digits: int | None) -> dict[str, Any]:
+    """A copy with every `value` and `objective` at the unit's decimals (None: 6 significant
+    digits) and other floats by their own field's unit (docs/API.md "Units and rounding")."""
+    return rounded(doc, by_key={"value": digits, "objective": digits})
 
 
 # The range datetime can show; a stored time outside it (an absurd silence) is shown clamped.
@@ -227,19 +263,21 @@ def alert_docs(
     """Alert documents with their acknowledgements and whether a silence mutes them now."""
     acks = acks_for(db_session=db_session, fingerprints=[s.fingerprint for s in states])
     silences = list_silences(db_session=db_session, active_at=now)
+    units = {spec.name: spec.unit for spec in list_slos(db_session=db_session)} if states else {}
     return [
         alert_doc(
             s,
             acks.get(s.fingerprint, []),
             silenced_by(silences, dict(s.labels or {})) is not None,
+            units.get(s.slo_name),
         )
         for s in states
     ]
 
 
 def slo_doc(spec: SloSpec) -> dict[str, Any]:
-    """One SLO as the API shows it: the spec plus its window in words."""
-    return {**spec.to_doc(), "window": format_duration(spec.window_s)}
+    """One SLO as the API shows it: the spec plus its window in words and its unit."""
+    return {**spec.to_doc(), "window": format_duration(spec.window_s), "unit": spec.unit}
 
 
 def owner_status(*, db_session: Session, owner: str, now: float, public_url: str) -> dict[str, Any]:

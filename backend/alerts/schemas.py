@@ -17,8 +17,11 @@ class AlertRead(BaseModel):
     model: str | None
     severity: str
     state: str = Field(description="inactive, pending, firing or resolved")
-    value: float | None = Field(description="the indicator's last value, in the SLO's unit")
+    value: float | None = Field(
+        description="the indicator's last value, in the SLO's unit, at the unit's decimals"
+    )
     objective: float
+    unit: str | None = Field(description="the SLO's unit (null once the SLO is deleted)")
     labels: dict[str, Any] | None
     breach_started_at: str | None
     fired_at: str | None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +28,36 @@ Indicator = Literal[
     "live_silent",
     "lemon_nodes",
 ]
+# Each indicator's unit: what its objective and its measured values are counted in. Beside the
+# indicator list so a new indicator names its unit here (the import below fails otherwise).
+Unit = Literal["% of GPU-time", "% ETT", "s", "s past bound", "failures/job", "lemon score"]
+INDICATOR_UNITS: dict[str, Unit] = {
+    "gpu_time_share": "% of GPU-time",
+    "duration_percentile": "s",
+    "failures_per_job": "failures/job",
+    "ett_floor": "% ETT",
+    "no_progress_s": "s",
+    "live_hung": "s past bound",
+    "live_crash_loop": "s past bound",
+    "live_restart_storm": "s past bound",
+    "live_silent": "s past bound",
+    "lemon_nodes": "lemon score",
+}
+# The decimals a value in each unit is written with (REST, docs/API.md "Units and rounding").
+UNIT_DECIMALS: dict[str, int] = {
+    "% of GPU-time": 2,
+    "% ETT": 2,
+    "s": 3,
+    "s past bound": 3,
+    "failures/job": 4,
+    "lemon score": 3,
+}
+if set(UNIT_DECIMALS) != set(get_args(Unit)):
+    raise ImportError("every unit needs its decimals (UNIT_DECIMALS)")
+if set(INDICATOR_UNITS) != set(get_args(Indicator)):
+    raise ImportError(
+        f"every indicator needs a unit: {sorted(set(get_args(Indicator)) ^ set(INDICATOR_UNITS))}"
+    )
 # Indicators over the live states of open jobs (backend/live): one alert per job, evaluated by
 # the fast live pass (backend/alerts/live.py), not the periodic evaluator.
 LIVE_INDICATORS: dict[str, str] = {
@@ -82,6 +112,19 @@ class SloSpec(BaseModel):
     def _storable_text(cls, data: Any) -> Any:
         return clean_tree(data, "SLO")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_unit(cls, data: Any) -> Any:
+        # A GET answer PUT back carries `unit`: accepted when it is the indicator's own.
+        if isinstance(data, dict) and "unit" in data:
+            data = dict(data)
+            unit, indicator = data.pop("unit"), data.get("indicator")
+            if indicator in INDICATOR_UNITS and unit != INDICATOR_UNITS[indicator]:
+                raise ValueError(
+                    f"unit follows the indicator: {indicator} is in {INDICATOR_UNITS[indicator]!r}"
+                )
+        return data
+
     @field_validator("window_s", "for_s", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float:
@@ -131,6 +174,11 @@ class SloSpec(BaseModel):
     def is_live(self) -> bool:
         """True for the live_* indicators (one alert per open job in a bad state)."""
         return self.indicator in LIVE_INDICATORS
+
+    @property
+    def unit(self) -> Unit:
+        """The unit of the objective and of every measured value (INDICATOR_UNITS)."""
+        return INDICATOR_UNITS[self.indicator]
 
     @property
     def is_floor(self) -> bool:

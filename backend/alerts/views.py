@@ -6,7 +6,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backend.alerts import acks, read, store
 from backend.alerts import silences as alert_silences
@@ -43,7 +43,8 @@ class SloRead(BaseModel):
     indicator: str
     percentile: float | None
     failure_kind: str | None
-    objective: float
+    objective: float = Field(description="in the SLO's unit")
+    unit: str = Field(description="the unit of the objective and of alert values")
     window_s: float
     window: str
     for_s: float
@@ -57,18 +58,34 @@ class SloRead(BaseModel):
     enabled: bool
 
 
+class SloList(BaseModel):
+    """GET /slos: every SLO, and how many."""
+
+    items: list[SloRead]
+    total: int = Field(description="how many SLOs match (all of them are listed)")
+
+
+class AlertList(BaseModel):
+    """GET /alerts: the alert instances of one page (firing first), and how many match."""
+
+    items: list[AlertRead]
+    total: int = Field(description="how many instances match the filters, past the limit too")
+    limit: int
+
+
 def _slo_read(spec: SloSpec) -> SloRead:
     return SloRead(**read.slo_doc(spec))
 
 
-@router.get("/slos", response_model=list[SloRead])
+@router.get("/slos", response_model=SloList)
 def get_slos(
     db_session: SessionDep,
     _: ReadAccess,
     owner: Annotated[CleanStr | None, Query(max_length=128)] = None,
-) -> list[SloRead]:
+) -> SloList:
     """Every SLO (from the SLO file and the admin API), optionally one owner's."""
-    return [_slo_read(s) for s in store.list_slos(db_session=db_session, owner=owner)]
+    items = [_slo_read(s) for s in store.list_slos(db_session=db_session, owner=owner)]
+    return SloList(items=items, total=len(items))
 
 
 @router.get("/slos/{name}", response_model=SloRead)
@@ -99,7 +116,7 @@ def delete_slo(name: SloName, db_session: SessionDep, _: AdminAccess) -> Respons
     return Response(status_code=204)
 
 
-@router.get("/alerts", response_model=list[AlertRead])
+@router.get("/alerts", response_model=AlertList)
 def get_alerts(
     db_session: SessionDep,
     _: ReadAccess,
@@ -109,18 +126,15 @@ def get_alerts(
     model: Annotated[CleanStr | None, Query(max_length=256)] = None,
     slo: Annotated[CleanStr | None, Query(max_length=128)] = None,
     limit: int = Query(500, ge=1, le=5000),
-) -> list[dict[str, Any]]:
+) -> dict[str, Any]:
     """Alert instances (filters: owner, state, component, model, slo), firing first."""
-    states = read.list_alerts(
-        db_session=db_session,
-        owner=owner,
-        state=state,
-        component=component,
-        model=model,
-        slo=slo,
-        limit=limit,
-    )
-    return read.alert_docs(db_session=db_session, states=states, now=time.time())
+    filters = {"owner": owner, "state": state, "component": component, "model": model, "slo": slo}
+    states = read.list_alerts(db_session=db_session, limit=limit, **filters)
+    return {
+        "items": read.alert_docs(db_session=db_session, states=states, now=time.time()),
+        "total": read.count_alerts(db_session=db_session, **filters),
+        "limit": limit,
+    }
 
 
 @router.get("/alerts/episodes", response_model=EpisodeList)

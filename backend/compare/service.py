@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 
 from backend.compare.cascade import compare_pair, compare_set, lost_parts
 from backend.ett.models import JobResult
-from backend.jobs.models import Job
+from backend.jobs.models import Job, Model
+from backend.jobs.team import team_clause
 from backend.metrics import core as metrics
 from backend.metrics.reads import scope_models
 
@@ -37,6 +38,7 @@ def _summaries(s: Session, where: list[Any]) -> list[dict[str, Any]]:
             Job.labels,
         )
         .join(Job, Job.job_id == JobResult.job_id)
+        .outerjoin(Model, Model.name == JobResult.model)
         .where(*where)
     )
     out = []
@@ -111,6 +113,8 @@ def compare_by_label(
     where: list[Any] = []
     if models is not None:
         where.append(JobResult.model.in_(models))
+    if owner is not None:
+        where.append(team_clause(owner))
     if start is not None:
         where.append(JobResult.submitted_at >= start)
     if end is not None:

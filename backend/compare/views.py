@@ -64,8 +64,12 @@ def compare_pairs(
     optimized_label: str = Query("variant=optimized", description="key=value of optimized jobs"),
     pair_key: str | None = Query(None, description="label whose value pairs jobs in a model"),
     model: str | None = Query(None),
-    team: str | None = Query(None, description="the models this team owns"),
-    owner: str | None = alias_query("team", "the models this team owns"),
+    team: str | None = Query(
+        None, description="the jobs of this team (owner label, else the model's team)"
+    ),
+    owner: str | None = alias_query(
+        "team", "the jobs of this team (owner label, else the model's team)"
+    ),
     submitted_after: str | None = start_query("jobs submitted at or after", "none"),
     submitted_before: str | None = end_query("jobs submitted before (a date is inclusive)", "none"),
     start: str | None = alias_query("submitted_after", "jobs submitted at or after"),

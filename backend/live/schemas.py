@@ -36,7 +36,7 @@ class LiveJobOut(BaseModel):
 
     job_id: str | None
     model: str | None
-    team: str | None = Field(description="the team that owns the job's model")
+    team: str | None = Field(description="the job's team: its owner label, else its model's team")
     owner: str | None = Field(description="the team its bad state pages (null when it is fine)")
     gpus: int
     state: str = Field(

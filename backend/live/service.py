@@ -20,6 +20,7 @@ from backend.config import Settings
 from backend.ett.catalogue import CUSTOM_PREFIX
 from backend.ett.models import JobResult
 from backend.jobs.models import Job, Model
+from backend.jobs.team import job_team
 from backend.live import learn
 from backend.live.bounds import LOOP, UNATTRIBUTED, Bound, BoundSet, Override
 from backend.live.overrides import overrides_in
@@ -180,7 +181,7 @@ def live_jobs(
             state.component = state.primary.component
         labels = labels or {}
         owner = state.primary.detail["owner"] if state.primary is not None else None
-        out.append(LiveJob(state, labels.get("owner") or model_owner, owner, labels))
+        out.append(LiveJob(state, job_team(labels, model_owner), owner, labels))
     out.sort(
         key=lambda j: (
             not j.state.bad,

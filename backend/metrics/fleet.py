@@ -1,8 +1,8 @@
 """Fleet answers: ETT% series, lost GPU-hours, regressions, failure series and per-model failures.
 
 Times in and out are epoch seconds (the views format them). Scope filters, shared by all queries:
-`model` (one model), `owner` (the models whose owning team is this owner) and `labels`
-({key: value}, jobs whose submission labels all match). Unknown models or owners raise
+`model` (one model), `owner` (the team: the jobs of this team, `backend.jobs.team`) and
+`labels` ({key: value}, jobs whose submission labels all match). Unknown models or owners raise
 LookupError; bad arguments ValueError. `now` (default: the clock) decides which buckets are
 still in progress, hence partial.
 """
@@ -73,6 +73,7 @@ def fleet_ett(
         group=("day", "component"),
         models=models,
         labels=labels,
+        team=owner,
     )
     return series_from_rows(
         [(day, comp, gpu) for day, comp, _wall, gpu in rows],
@@ -112,6 +113,7 @@ def lost_gpu_hours(
         models=models,
         labels=labels,
         components=lost_components(component),
+        team=owner,
     )
     res = owners_service.resolver(db_session=db_session, settings=settings)
     return lost_from_rows([(c, p, gpu) for c, p, _wall, gpu in rows], by=by, resolver=res)
@@ -162,6 +164,7 @@ def lost_drivers(
         models=models,
         labels=labels,
         components=comps,
+        team=owner,
     )
     res = owners_service.resolver(db_session=db_session, settings=settings)
     groups: dict[tuple[Any, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -194,12 +197,23 @@ def lost_drivers(
 
 
 def by_model(
-    s: Session, lo: float, hi: float, models: list[str] | None, labels: dict[str, str] | None
+    s: Session,
+    lo: float,
+    hi: float,
+    models: list[str] | None,
+    labels: dict[str, str] | None,
+    team: str | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Model -> GPU-seconds per component over the UTC days meeting [lo, hi)."""
+    """Model -> GPU-seconds per component over the UTC days meeting [lo, hi) (one team's jobs)."""
     out: dict[str, dict[str, float]] = defaultdict(core.empty_components)
     for model, comp, _wall, gpu in gpu_rows(
-        db_session=s, start=lo, end=hi, group=("model", "component"), models=models, labels=labels
+        db_session=s,
+        start=lo,
+        end=hi,
+        group=("model", "component"),
+        models=models,
+        labels=labels,
+        team=team,
     ):
         out[model][comp] = out[model].get(comp, 0.0) + gpu
     return out
@@ -224,10 +238,15 @@ def regressions(
     model's owner.
     """
     models = scope_models(db_session=db_session, owner=owner)
-    before = by_model(db_session, before_start, before_end, models, labels)
-    after = by_model(db_session, after_start, after_end, models, labels)
+    before = by_model(db_session, before_start, before_end, models, labels, owner)
+    after = by_model(db_session, after_start, after_end, models, labels, owner)
     base_jobs = jobs_with_time(
-        db_session=db_session, start=before_start, end=before_end, models=models, labels=labels
+        db_session=db_session,
+        start=before_start,
+        end=before_end,
+        models=models,
+        labels=labels,
+        team=owner,
     )
     owners = model_owners(db_session=db_session)
     out = []
@@ -237,7 +256,9 @@ def regressions(
         fall = core.regression(comps_b, comps_a, n) if comps_b is not None else None
         if fall is None:
             continue
-        out.append({"model": model or None, "owner": owners.get(model), **fall})
+        # The team of the jobs compared: the one filtered on, else the model's.
+        team = owner if owner is not None else owners.get(model)
+        out.append({"model": model or None, "owner": team, **fall})
     out.sort(key=lambda r: (r["delta_pp"], r["model"] or ""))
     return out[:limit]
 
@@ -265,16 +286,24 @@ def failure_series(
     kinds: dict[float, dict[str, int]] = {b: dict.fromkeys(FAILURE_KINDS, 0) for b in starts}
     jobs: dict[float, list[int]] = {b: [0, 0, 0] for b in starts}
     wall: dict[float, float] = dict.fromkeys(starts, 0.0)
-    for day, kind, n in failure_counts(db_session, start, end, models, labels, ("day", "kind")):
+    for day, kind, n in failure_counts(
+        db_session, start, end, models, labels, ("day", "kind"), owner
+    ):
         k = kinds.setdefault(bucket_start(day, bucket), dict.fromkeys(FAILURE_KINDS, 0))
         k[kind] = k.get(kind, 0) + n
-    for day, n, att, excl in job_counts(db_session, start, end, models, labels, ("day",)):
+    for day, n, att, excl in job_counts(db_session, start, end, models, labels, ("day",), owner):
         j = jobs.setdefault(bucket_start(day, bucket), [0, 0, 0])
         j[0] += n
         j[1] += int(att or 0)
         j[2] += int(excl or 0)
     for day, _w, gpu in gpu_rows(
-        db_session=db_session, start=start, end=end, group=("day",), models=models, labels=labels
+        db_session=db_session,
+        start=start,
+        end=end,
+        group=("day",),
+        models=models,
+        labels=labels,
+        team=owner,
     ):
         b = bucket_start(day, bucket)
         wall[b] = wall.get(b, 0.0) + gpu
@@ -313,12 +342,22 @@ def failures_by_model(
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(FAILURE_KINDS, 0))
     jobs: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     wall: dict[str, float] = defaultdict(float)
-    for model, kind, n in failure_counts(db_session, start, end, models, labels, ("model", "kind")):
+    for model, kind, n in failure_counts(
+        db_session, start, end, models, labels, ("model", "kind"), owner
+    ):
         kinds[model][kind] = kinds[model].get(kind, 0) + n
-    for model, n, att, excl in job_counts(db_session, start, end, models, labels, ("model",)):
+    for model, n, att, excl in job_counts(
+        db_session, start, end, models, labels, ("model",), owner
+    ):
         jobs[model] = [n, int(att or 0), int(excl or 0)]
     for model, _w, gpu in gpu_rows(
-        db_session=db_session, start=start, end=end, group=("model",), models=models, labels=labels
+        db_session=db_session,
+        start=start,
+        end=end,
+        group=("model",),
+        models=models,
+        labels=labels,
+        team=owner,
     ):
         wall[model] += gpu
     out = []

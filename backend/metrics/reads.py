@@ -17,6 +17,7 @@ from backend.ett.models import JobInterval, JobResult
 from backend.fleet.days import day_start
 from backend.fleet.models import FleetDayRollup, FleetDayTotal, FleetFailure, FleetJob, FleetJobDay
 from backend.jobs.models import Job, Model
+from backend.jobs.team import job_team_sql, team_clause
 from backend.metrics.core import NULL_GPUS
 
 
@@ -33,23 +34,48 @@ def interval_gpus_sql() -> Any:
 def scope_models(
     *, db_session: Session, model: str | None = None, owner: str | None = None
 ) -> list[str] | None:
-    """The model names a query is limited to (None: all); LookupError for unknown names."""
-    out: list[str] | None = None
+    """The model names a query is limited to (None: all); LookupError for an unknown model or team.
+
+    `owner` (the team) does not narrow the models: a model's jobs can belong to several teams,
+    so the reads below filter its jobs (`team=`, `backend.jobs.team`).
+    """
+    if owner is not None:
+        known_team(db_session=db_session, team=owner)
     if model is not None:
         if db_session.get(Model, model) is None:
             raise LookupError(f"unknown model {model!r}")
-        out = [model]
-    if owner is not None:
-        owned = list(db_session.execute(select(Model.name).where(Model.owner == owner)).scalars())
-        if not owned:
-            raise LookupError(f"unknown owner {owner!r}: no model has this owning team")
-        out = owned if out is None else [m for m in out if m in owned]
-    return out
+        return [model]
+    return None
+
+
+def known_team(*, db_session: Session, team: str) -> None:
+    """LookupError unless some job belongs to `team` (or some model is owned by it)."""
+    if db_session.scalar(select(Model.name).where(Model.owner == team).limit(1)) is not None:
+        return
+    stmt = select(Job.job_id).outerjoin(Model, Model.name == Job.model).where(team_clause(team))
+    if db_session.scalar(stmt.limit(1)) is None:
+        raise LookupError(f"unknown team {team!r}: no job belongs to it")
+
+
+def teams(*, db_session: Session) -> list[str]:
+    """Every team some job belongs to (`backend.jobs.team`), sorted."""
+    team = job_team_sql()
+    stmt = select(team).select_from(Job).outerjoin(Model, Model.name == Job.model)
+    return sorted({t for t in db_session.scalars(stmt.where(team.is_not(None)).distinct()) if t})
 
 
 def label_clauses(labels: dict[str, str] | None) -> list[Any]:
     """SQL clauses: the job's submission labels carry every key=value."""
     return [Job.labels[k].as_string() == v for k, v in (labels or {}).items()]
+
+
+def _scoped(stmt: Any, src: Any, labels: dict[str, str] | None, team: str | None) -> Any:
+    """`stmt` over per-job rows `src` limited to the jobs with these labels and of this team."""
+    if labels or team is not None:
+        stmt = stmt.join(Job, Job.job_id == src.job_id).where(*label_clauses(labels))
+    if team is not None:
+        stmt = stmt.outerjoin(Model, Model.name == src.model).where(team_clause(team))
+    return stmt
 
 
 def gpu_rows(
@@ -61,16 +87,17 @@ def gpu_rows(
     models: list[str] | None = None,
     labels: dict[str, str] | None = None,
     components: Sequence[str] | None = None,
+    team: str | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of (*group columns, wall_s, gpu_s) summed over the UTC days meeting [start, end).
 
     Reads the smallest table that can answer: the fleet totals when nothing filters by model,
-    the per-model rollup when something does, the per-job day table when labels do or the
-    rows are per job (`job_id` in group). `components` keeps only those components.
+    the per-model rollup when something does, the per-job day table when labels or a team do or
+    the rows are per job (`job_id` in group). `components` keeps only those components.
     """
     if models is not None and not models:
         return []
-    if labels or "job_id" in group:
+    if labels or team is not None or "job_id" in group:
         src: Any = FleetJobDay
     elif models is None and "model" not in group:
         src = FleetDayTotal
@@ -80,8 +107,8 @@ def gpu_rows(
     stmt = select(*cols, func.sum(src.wall_s), func.sum(src.gpu_s)).where(
         src.day >= day_start(start), src.day < end
     )
-    if labels:
-        stmt = stmt.join(Job, Job.job_id == src.job_id).where(*label_clauses(labels))
+    if src is FleetJobDay:
+        stmt = _scoped(stmt, src, labels, team)
     if models is not None:
         stmt = stmt.where(src.model.in_(models))
     if components is not None:
@@ -98,6 +125,7 @@ def jobs_with_time(
     end: float,
     models: list[str] | None = None,
     labels: dict[str, str] | None = None,
+    team: str | None = None,
 ) -> dict[str, int]:
     """Per model, the jobs with GPU-time on the UTC days meeting [start, end) (a trend's base)."""
     if models is not None and not models:
@@ -105,8 +133,7 @@ def jobs_with_time(
     stmt = select(FleetJobDay.model, func.count(func.distinct(FleetJobDay.job_id))).where(
         FleetJobDay.day >= day_start(start), FleetJobDay.day < end
     )
-    if labels:
-        stmt = stmt.join(Job, Job.job_id == FleetJobDay.job_id).where(*label_clauses(labels))
+    stmt = _scoped(stmt, FleetJobDay, labels, team)
     if models is not None:
         stmt = stmt.where(FleetJobDay.model.in_(models))
     return {m: int(n) for m, n in db_session.execute(stmt.group_by(FleetJobDay.model))}
@@ -119,6 +146,7 @@ def failure_counts(
     models: list[str] | None,
     labels: dict[str, str] | None,
     group: Sequence[str],
+    team: str | None = None,
 ) -> list[tuple[Any, ...]]:
     """(*group, failures) over the UTC days meeting [lo, hi)."""
     if models is not None and not models:
@@ -127,8 +155,7 @@ def failure_counts(
     stmt = select(*cols, func.count()).where(
         FleetFailure.day >= day_start(lo), FleetFailure.day < hi
     )
-    if labels:
-        stmt = stmt.join(Job, Job.job_id == FleetFailure.job_id).where(*label_clauses(labels))
+    stmt = _scoped(stmt, FleetFailure, labels, team)
     if models is not None:
         stmt = stmt.where(FleetFailure.model.in_(models))
     return [tuple(r) for r in s.execute(stmt.group_by(*cols))]
@@ -141,6 +168,7 @@ def job_counts(
     models: list[str] | None,
     labels: dict[str, str] | None,
     group: Sequence[str],
+    team: str | None = None,
 ) -> list[tuple[Any, ...]]:
     """(*group, jobs, attempts, attempts not caused by a preemption) by submission day."""
     if models is not None and not models:
@@ -152,8 +180,7 @@ def job_counts(
         func.sum(FleetJob.attempts),
         func.sum(FleetJob.attempts_excl_preemption),
     ).where(FleetJob.day >= day_start(lo), FleetJob.day < hi)
-    if labels:
-        stmt = stmt.join(Job, Job.job_id == FleetJob.job_id).where(*label_clauses(labels))
+    stmt = _scoped(stmt, FleetJob, labels, team)
     if models is not None:
         stmt = stmt.where(FleetJob.model.in_(models))
     return [tuple(r) for r in s.execute(stmt.group_by(*cols))]
@@ -165,14 +192,21 @@ def model_owners(*, db_session: Session) -> dict[str, str | None]:
 
 
 def jobs_submitted(
-    *, db_session: Session, start: float, end: float, model: str | None = None
+    *,
+    db_session: Session,
+    start: float,
+    end: float,
+    model: str | None = None,
+    team: str | None = None,
 ) -> dict[str | None, int]:
-    """Jobs submitted in [start, end) per model."""
+    """Jobs submitted in [start, end) per model (of one team's jobs, with `team`)."""
     stmt = select(JobResult.model, func.count()).where(
         JobResult.submitted_at >= start, JobResult.submitted_at < end
     )
     if model is not None:
         stmt = stmt.where(JobResult.model == model)
+    if team is not None:
+        stmt = _scoped(stmt, JobResult, None, team)
     return {m: int(n) for m, n in db_session.execute(stmt.group_by(JobResult.model))}
 
 

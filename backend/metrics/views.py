@@ -52,10 +52,17 @@ BUCKET_HELP = "'day', ISO 'week' (Monday 00:00 UTC) or calendar 'month' (the 1st
 class FleetScope:
     """Which jobs an answer covers (team, labels) and how it is written (format)."""
 
-    team: Annotated[str | None, Query(description="the models this team owns")] = None
+    team: Annotated[
+        str | None, Query(description="the jobs of this team (owner label, else the model's team)")
+    ] = None
     owner: Annotated[
         str | None,
-        Query(deprecated=True, description=alias_help("team", "the models this team owns")),
+        Query(
+            deprecated=True,
+            description=alias_help(
+                "team", "the jobs of this team (owner label, else the model's team)"
+            ),
+        ),
     ] = None
     label: Annotated[
         list[str] | None, Query(description="key=value, repeatable: jobs whose labels all match")

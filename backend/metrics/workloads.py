@@ -23,19 +23,24 @@ from backend.owners import service as owners_service
 
 
 def model_headlines(
-    *, db_session: Session, models: list[str], start: float, end: float
+    *,
+    db_session: Session,
+    models: list[str],
+    start: float,
+    end: float,
+    team: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Model -> headline over [start, end) (ETT%, trend against the window before it of the same
     length, null with `trend_reason` on too small a base; wall and lost GPU-hours, top lost
-    component) and jobs submitted in the range."""
+    component) and jobs submitted in the range; with `team`, of that team's jobs only."""
     span = end - start
-    now = by_model(db_session, start, end, models, None)
+    now = by_model(db_session, start, end, models, None, team)
     # The previous window ends where the current one's first UTC day begins (no day twice).
-    before = by_model(db_session, start - span, day_start(start), models, None)
+    before = by_model(db_session, start - span, day_start(start), models, None, team)
     base_jobs = jobs_with_time(
-        db_session=db_session, start=start - span, end=day_start(start), models=models
+        db_session=db_session, start=start - span, end=day_start(start), models=models, team=team
     )
-    jobs = jobs_submitted(db_session=db_session, start=start, end=end)
+    jobs = jobs_submitted(db_session=db_session, start=start, end=end, team=team)
     return {
         m: {
             "jobs": int(jobs.get(m, 0)),

@@ -8,7 +8,15 @@ from fastapi import APIRouter, Query
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.params import alias_query, call_service, end_query, pick_alias, start_query, time_range
+from backend.params import (
+    alias_query,
+    call_service,
+    end_query,
+    pick_alias,
+    rounded,
+    start_query,
+    time_range,
+)
 from backend.planner import service
 from backend.planner.fit import DEFAULT_HALF_LIFE_DAYS
 from backend.planner.schemas import CustomWhatIfOut, FleetPlanOut, ModelPlanOut, WhatIfIn
@@ -20,6 +28,13 @@ _BEFORE = end_query("fit on jobs submitted before (a date is inclusive)", "the e
 _START = alias_query("submitted_after", "jobs submitted at or after")
 _END = alias_query("submitted_before", "jobs submitted before")
 _NAMES = ("submitted_after", "submitted_before")
+# Fields whose name does not carry their unit's precision (docs/API.md, "Units and rounding"):
+# rates are small numbers, kept to 6 significant digits; a delta of ETT% is in points.
+_ROUNDING: dict[str, int | None] = {
+    "failure_rate_per_gpu_h": None,
+    "failure_rate_per_training_h": None,
+    "ett_pct_delta": 2,
+}
 
 
 def _submitted(
@@ -44,6 +59,11 @@ _HALF_LIFE = Query(
 )
 
 
+def _rounded(answer: Any) -> Any:
+    """The planner's answer rounded as docs/API.md says."""
+    return rounded(answer, by_key=_ROUNDING)
+
+
 @router.get(
     "/models/{model}",
     response_model=ModelPlanOut,
@@ -62,14 +82,16 @@ def model_plan(
 ) -> Any:
     """Fit, prediction (ETT%, lost GPU-hours a day by component) and what-ifs of one model."""
     lo, hi = _submitted(submitted_after, submitted_before, start, end)
-    return call_service(
-        service.model_plan,
-        db_session=db_session,
-        settings=settings,
-        model=model,
-        start=lo,
-        end=hi,
-        half_life_days=half_life_days,
+    return _rounded(
+        call_service(
+            service.model_plan,
+            db_session=db_session,
+            settings=settings,
+            model=model,
+            start=lo,
+            end=hi,
+            half_life_days=half_life_days,
+        )
     )
 
 
@@ -91,14 +113,16 @@ def fleet_plan(
 ) -> Any:
     """Every model's prediction and the what-ifs summed over the fleet, most GPU-hours first."""
     lo, hi = _submitted(submitted_after, submitted_before, start, end)
-    return call_service(
-        service.fleet_plan,
-        db_session=db_session,
-        settings=settings,
-        start=lo,
-        end=hi,
-        half_life_days=half_life_days,
-        top=top,
+    return _rounded(
+        call_service(
+            service.fleet_plan,
+            db_session=db_session,
+            settings=settings,
+            start=lo,
+            end=hi,
+            half_life_days=half_life_days,
+            top=top,
+        )
     )
 
 
@@ -117,13 +141,15 @@ def what_if(
         default_days=service.DEFAULT_PLAN_DAYS,
         names=_NAMES,
     )
-    return call_service(
-        service.custom_what_if,
-        db_session=db_session,
-        settings=settings,
-        model=body.model,
-        change=body.change.model_dump(exclude_defaults=True),
-        start=lo,
-        end=hi,
-        half_life_days=body.half_life_days,
+    return _rounded(
+        call_service(
+            service.custom_what_if,
+            db_session=db_session,
+            settings=settings,
+            model=body.model,
+            change=body.change.model_dump(exclude_defaults=True),
+            start=lo,
+            end=hi,
+            half_life_days=body.half_life_days,
+        )
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -15,6 +15,7 @@ from backend.fleet import weights
 from backend.fleet.models import FleetJobDay
 from backend.jobs import quarantine
 from backend.jobs.models import Job, Model
+from backend.jobs.team import job_team, team_clause
 
 
 class Uncomputable(ValueError):
@@ -197,12 +198,7 @@ def list_jobs(
     for key, value in (labels or {}).items():
         where.append(Job.labels[key].as_string() == value)
     if owner is not None:
-        where.append(
-            or_(
-                Job.labels["owner"].as_string() == owner,
-                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
-            )
-        )
+        where.append(team_clause(owner))
     # The count joins only what its filters need: over a whole fleet it is the costly part.
     counted = select(func.count()).select_from(JobResult)
     if labels or owner is not None:
@@ -226,7 +222,7 @@ def list_jobs(
     for values in db_session.execute(stmt):
         row = dict(zip(LIST_COLUMNS, values[: len(LIST_COLUMNS)], strict=True))
         job_labels, model_owner = values[len(LIST_COLUMNS)], values[len(LIST_COLUMNS) + 1]
-        row["owner"] = (job_labels or {}).get("owner") or model_owner
+        row["owner"] = job_team(job_labels, model_owner)
         row["labels"] = job_labels or {}
         if per_comp is not None:
             row["component_gpu_h"] = float(values[-1] or 0.0) / 3600.0
@@ -266,12 +262,7 @@ def level1_rows(
     for key, value in (labels or {}).items():
         stmt = stmt.where(Job.labels[key].as_string() == value)
     if owner is not None:
-        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(
-            or_(
-                Job.labels["owner"].as_string() == owner,
-                and_(Model.owner == owner, Job.labels["owner"].as_string().is_(None)),
-            )
-        )
+        stmt = stmt.outerjoin(Model, Model.name == JobResult.model).where(team_clause(owner))
     return [
         (t, weights.job_weight(gpus, e2e_s, e2e_gpu_s), tts, rec, nof)
         for t, gpus, tts, rec, nof, e2e_s, e2e_gpu_s in db_session.execute(stmt)

@@ -25,7 +25,7 @@ class JobSummary(BaseModel):
 
     job_id: str
     model: str | None
-    team: str | None = Field(description="the team that owns the job's model (label owner first)")
+    team: str | None = Field(description="the job's team: its owner label, else its model's team")
     owner: str | None = Field(description="deprecated: the same as team", deprecated=True)
     labels: dict[str, Any]
     gpus: int

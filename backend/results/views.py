@@ -19,6 +19,7 @@ from backend.params import (
     pick_alias,
     round_for,
     round_number,
+    rounded,
     start_query,
 )
 from backend.results import read
@@ -26,6 +27,8 @@ from backend.results.schemas import JobEtt, JobPage, JobSummary, JobUncomputable
 from backend.timefmt import rfc3339
 
 router = APIRouter(tags=["jobs"])
+# The job answer's second-valued maps, whose keys are component and waste names, not units.
+JOB_ETT_ROUNDING: dict[str, int | None] = {"components": 3, "wasted": 3}
 
 # Open jobs' states, every job_ended status (backend.ett.catalogue.JOB_ENDS), abandoned, unknown.
 LIST_STATUSES: tuple[str, ...] = ("pending", "running", *JOB_STATUSES, "abandoned", "unknown")
@@ -50,9 +53,9 @@ def list_jobs(
     _access: ReadAccess,
     model: str | None = None,
     team: Annotated[
-        str | None, Query(description="the team that owns the job's model (job label or model)")
+        str | None, Query(description="the job's team: its owner label, else its model's team")
     ] = None,
-    owner: str | None = alias_query("team", "the team that owns the job's model"),
+    owner: str | None = alias_query("team", "the job's team"),
     label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
     status: JobStatus | None = None,
     start: str | None = start_query(
@@ -149,7 +152,7 @@ def get_job_ett(
             "accounted yet (the recompute worker stores each job's answer; retry shortly)",
         )
     doc["quarantine"] = _quarantine_read(quarantine.status(db_session=db_session, job_id=job_id))
-    return doc
+    return rounded(doc, by_key=JOB_ETT_ROUNDING)
 
 
 def _quarantine_read(held: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.ett.models import JobResult
-from backend.jobs.models import Model
+from backend.jobs.models import Job, Model
+from backend.jobs.team import team_clause
 from backend.metrics import workloads as metrics
 
 SORTS = ("lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name")
@@ -29,21 +30,29 @@ def list_models(
     offset: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
     """Models with their ETT% over [start, end), the trend against the window before it (same
-    length, in points), owner, tier, GPU-hours lost, jobs submitted; one page and the total."""
+    length, in points), owner, tier, GPU-hours lost, jobs submitted; one page and the total.
+
+    With `owner` (a team): the models with a job of that team, each summed over those jobs.
+    """
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {list(SORTS)}, not {sort!r}")
     stmt = select(Model.name, Model.owner, Model.tier)
     if q:
         stmt = stmt.where(Model.name.ilike(f"%{q}%"))
     if owner is not None:
-        stmt = stmt.where(Model.owner == owner)
+        # The models with a job of this team (none for an unknown team); their numbers sum
+        # that team's jobs only.
+        teams_jobs = select(Job.model).outerjoin(Model, Model.name == Job.model)
+        stmt = stmt.where(Model.name.in_(teams_jobs.where(team_clause(owner))))
     models = db_session.execute(stmt.order_by(Model.name)).all()
     names = [m.name for m in models]
-    heads = metrics.model_headlines(db_session=db_session, models=names, start=start, end=end)
+    heads = metrics.model_headlines(
+        db_session=db_session, models=names, start=start, end=end, team=owner
+    )
     rows = [
         {
             "model": m.name,
-            "owner": m.owner,
+            "owner": owner if owner is not None else m.owner,
             "tier": m.tier,
             **heads[m.name],
         }

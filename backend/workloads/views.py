@@ -42,8 +42,12 @@ def list_models(
     start: str | None = start_query(),
     end: str | None = end_query(),
     q: str | None = Query(None, max_length=256, description="substring of the model name"),
-    team: str | None = Query(None, description="the models this team owns"),
-    owner: str | None = alias_query("team", "the models this team owns"),
+    team: str | None = Query(
+        None, description="the jobs of this team (owner label, else the model's team)"
+    ),
+    owner: str | None = alias_query(
+        "team", "the jobs of this team (owner label, else the model's team)"
+    ),
     sort: Literal["lost_gpu_h", "ett_pct", "trend_pp", "wall_gpu_h", "name"] = Query("lost_gpu_h"),
     order: Literal["asc", "desc"] = Query("desc"),
     limit: int = Query(100, ge=1, le=1000),

@@ -119,7 +119,7 @@ def test_a_filter_no_model_matches_says_so_instead_of_no_data(
         jobs_page = whole(job, start=start, end=end, team="checkpoint")
         owners_page = whole(owners, start=start, end=end, owner="checkpoint")
     fleet_empty = str(find(fleet_page, "fleet-empty").children)
-    assert "No model belongs to team 'checkpoint'" in fleet_empty
+    assert "No job belongs to team 'checkpoint'" in fleet_empty
     assert find(fleet_page, "fleet-filter-team").value == "checkpoint"
     for page, element_id in ((models_page, "model-empty"), (jobs_page, "job-empty")):
         node = find(page, element_id)

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from backend import migrate
 from backend.alerts import cycle, store
-from backend.alerts.models import EvaluatorLease
+from backend.alerts.models import AlertState, EvaluatorLease
 from backend.alerts.scheduled import AlertEvaluator, make_alert_evaluator
 from backend.alerts.slos import load_slo_file
 from backend.config import Settings
@@ -57,12 +57,14 @@ def test_slos_from_the_shipped_file_and_the_admin_api(
     with database.session() as s:
         store.sync_from_file(db_session=s, slo_file=load_slo_file())
         s.commit()
-    got = client.get("/api/v1/slos").json()
+    listed = client.get("/api/v1/slos").json()
+    got = listed["items"]
+    assert listed["total"] == len(got) == len(load_slo_file().slos)
     names = {s["name"] for s in got}
     assert {"scheduling_share", "pt2_compile_share", "model_ett_floor", "first_batch_p90"} <= names
     sched = next(s for s in got if s["name"] == "scheduling_share")
     assert sched["owner"] == "scheduler" and sched["window"] == "7d" and sched["window_s"] == 604800
-    only = client.get("/api/v1/slos", params={"owner": "compiler"}).json()
+    only = client.get("/api/v1/slos", params={"owner": "compiler"}).json()["items"]
     assert only and {s["owner"] for s in only} == {"compiler"}
 
     body = _sched_slo()
@@ -102,14 +104,27 @@ def test_alerts_ack_silences_and_owner_status(
     report = cycle.evaluate_once(db=database, settings=settings, now=now, sync_file=False)
     assert report.evaluated
 
-    firing = client.get("/api/v1/alerts", params={"owner": "scheduler", "state": "firing"}).json()
-    assert len(firing) == 1
+    body = client.get("/api/v1/alerts", params={"owner": "scheduler", "state": "firing"}).json()
+    firing = body["items"]
+    assert len(firing) == 1 and body["total"] == 1
     alert = firing[0]
     assert alert["slo"] == "sched_api" and alert["value"] > 10.0
+    # Rounded for the SLO's unit (docs/API.md): a share of GPU-time to 2 decimals.
+    with database.session() as s:
+        stored = s.scalars(select(AlertState).where(AlertState.fingerprint == alert["fingerprint"]))
+        raw = stored.one().value
+    assert raw != round(raw, 2), "the seeded share has more decimals than the answer keeps"
+    assert alert["unit"] == "% of GPU-time" and alert["value"] == round(raw, 2)
+    assert all(m["value"] == round(m["value"], 2) for m in alert["models"])
+    # `total` counts every match, past the limit too.
+    with database.session() as s:
+        every = s.scalar(select(func.count()).select_from(AlertState))
+    page = client.get("/api/v1/alerts", params={"limit": 1}).json()
+    assert len(page["items"]) == 1 and page["total"] == every >= 1 and page["limit"] == 1
     assert alert["job_drivers"][0]["job_id"].startswith("slow-")
     assert alert["models"][0]["model"] == "model-x"
     assert alert["fired_at"].endswith("Z") and alert["acknowledged"] is False
-    assert client.get("/api/v1/alerts", params={"owner": "compiler"}).json() == []
+    assert client.get("/api/v1/alerts", params={"owner": "compiler"}).json()["items"] == []
     assert client.get("/api/v1/alerts", params={"state": "bogus"}).status_code == 422
 
     fp = alert["fingerprint"]
@@ -129,7 +144,7 @@ def test_alerts_ack_silences_and_owner_status(
         client.post("/api/v1/alerts/nope/ack", json={}, headers=_auth(admin_token)).status_code
         == 404
     )
-    again = client.get("/api/v1/alerts", params={"owner": "scheduler"}).json()[0]
+    again = client.get("/api/v1/alerts", params={"owner": "scheduler"}).json()["items"][0]
     assert again["acknowledged"] is True and again["acknowledgements"][0]["by"] == "oncall"
 
     status = client.get("/api/v1/owners/scheduler/status").json()
@@ -166,20 +181,20 @@ def test_alerts_ack_silences_and_owner_status(
     sil = r.json()
     assert sil["active"] and sil["matchers"] == {"owner": "scheduler", "model": "model-x"}
     # This alert is fleet-wide (no model label), so a model matcher does not mute it.
-    assert client.get("/api/v1/alerts").json()[0]["silenced"] is False
+    assert client.get("/api/v1/alerts").json()["items"][0]["silenced"] is False
     r = client.post(
         "/api/v1/silences",
         json={"component": "scheduling", "comment": "all of it", "ends_at": now + 3600},
         headers=_auth(admin_token),
     )
     assert r.status_code == 201
-    assert client.get("/api/v1/alerts").json()[0]["silenced"] is True
+    assert client.get("/api/v1/alerts").json()["items"][0]["silenced"] is True
     active = client.get("/api/v1/silences", params={"active": "true"}).json()
     assert len(active) == 2
     r = client.delete(f"/api/v1/silences/{r.json()['id']}", headers=_auth(admin_token))
     assert r.status_code == 200 and r.json()["active"] is False
     assert len(client.get("/api/v1/silences", params={"active": "true"}).json()) == 1
-    assert client.get("/api/v1/alerts").json()[0]["silenced"] is False
+    assert client.get("/api/v1/alerts").json()["items"][0]["silenced"] is False
 
     # Channels through the API; targets are only shown to admins.
     ch = {"name": "hook", "kind": "webhook", "target": "http://127.0.0.1:9/x"}
@@ -214,9 +229,9 @@ def test_app_lifespan_starts_the_evaluator(database: Database, tmp_path: Path) -
     app = create_app(settings, database=database, start_workers=True, with_dashboard=False)
     with TestClient(app) as client:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not client.get("/api/v1/slos").json():
+        while time.monotonic() < deadline and not client.get("/api/v1/slos").json()["items"]:
             time.sleep(0.1)
-        names = {s["name"] for s in client.get("/api/v1/slos").json()}
+        names = {s["name"] for s in client.get("/api/v1/slos").json()["items"]}
     assert "scheduling_share" in names
     with database.session() as s:
         leases = {row.name: row.holder for row in s.scalars(select(EvaluatorLease))}

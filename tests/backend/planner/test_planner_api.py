@@ -20,6 +20,9 @@ NOW = 1_796_000_000.0 + 14 * 86400.0
 SPEC = fleet.FleetSpec(seed=7, models=3, days=40.0, now=NOW)
 START = NOW - 41 * DAY_S
 END = NOW + 60.0
+# The answers are rounded (docs/API.md "Units and rounding"): seconds to 3 decimals, ETT% to 2,
+# shares to 4, unit-less numbers to 6 significant digits.
+S, PCT, SHARE, SIG = 5e-4, 5e-3, 5e-5, 1e-5
 RANGE = {
     "submitted_after": datetime.fromtimestamp(START, UTC).isoformat(),
     "submitted_before": datetime.fromtimestamp(END, UTC).isoformat(),
@@ -58,27 +61,29 @@ def test_model_plan_fits_the_stored_jobs_like_the_pure_path(seeded, client):
     assert body["fit"]["failures"] == pure.failures
     inputs = body["inputs"]
     assert inputs["gpus"] == pure.inputs.gpus
-    assert inputs["csbt_s"] == pytest.approx(pure.inputs.csbt_s)
-    assert inputs["failures_per_job"] == pytest.approx(pure.inputs.failures_per_job)
+    assert inputs["csbt_s"] == pytest.approx(pure.inputs.csbt_s, abs=S)
+    assert inputs["failures_per_job"] == pytest.approx(pure.inputs.failures_per_job, rel=SIG)
     for part, s in pure.inputs.cold_start_s.items():
-        assert inputs["cold_start_s"][part] == pytest.approx(s)
+        assert inputs["cold_start_s"][part] == pytest.approx(s, abs=S)
     for part, s in pure.inputs.recovery_s.items():
-        assert inputs["recovery_s"][part] == pytest.approx(s)
-    assert inputs["stall_s_per_h"] == pytest.approx(pure.inputs.stall_s_per_h)
-    assert inputs["other_in_loop_s_per_h"] == pytest.approx(dict(pure.inputs.other_in_loop_s_per_h))
-    assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s)
-    assert inputs["give_up_share"] == pytest.approx(pure.inputs.give_up_share)
-    assert inputs["give_up_s"] == pytest.approx(dict(pure.inputs.give_up_s))
+        assert inputs["recovery_s"][part] == pytest.approx(s, abs=S)
+    assert inputs["stall_s_per_h"] == pytest.approx(pure.inputs.stall_s_per_h, abs=S)
+    assert inputs["other_in_loop_s_per_h"] == pytest.approx(
+        dict(pure.inputs.other_in_loop_s_per_h), abs=S
+    )
+    assert inputs["final_shutdown_s"] == pytest.approx(pure.inputs.final_shutdown_s, abs=S)
+    assert inputs["give_up_share"] == pytest.approx(pure.inputs.give_up_share, abs=SHARE)
+    assert inputs["give_up_s"] == pytest.approx(dict(pure.inputs.give_up_s), abs=S)
     pred = body["prediction"]
-    assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    assert pred["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct, abs=PCT)
     # The dashboard's what-if sliders recompute from the REST inputs: the round trip keeps them.
-    assert predict(inputs_from_dict(inputs)).ett_pct == pytest.approx(pred["ett_pct"])
+    assert predict(inputs_from_dict(inputs)).ett_pct == pytest.approx(pred["ett_pct"], abs=0.01)
     # The fit follows the current level (the model's shutdown and cold start dropped inside
     # the window): the prediction is near what the window's last quarter measured.
     recent = [j for j in jobs if j.submitted_at >= END - (END - START) / 4]
     assert abs(pred["ett_pct"] - measured_ett_pct(recent)) < 2.0
     assert sum(pred["lost_gpu_h_per_day_by_component"].values()) == pytest.approx(
-        pred["lost_gpu_h_per_day"]
+        pred["lost_gpu_h_per_day"], abs=0.01
     )
     ids = {w["id"] for w in body["what_ifs"]}
     assert {"gpus_doubled", "failures_halved"} <= ids
@@ -113,7 +118,7 @@ def test_fleet_ranking_sums_models_and_names_owners(seeded, client):
     assert [o["rank"] for o in opps] == list(range(1, len(opps) + 1))
     for o in opps:
         assert o["gpu_h_per_day_freed"] == pytest.approx(
-            sum(m["gpu_h_per_day_freed"] for m in o["models"])
+            sum(m["gpu_h_per_day_freed"] for m in o["models"]), abs=0.01
         )
         assert o["owner"]
     owners = {o["id"]: o["owner"] for o in opps}
@@ -209,7 +214,7 @@ def test_half_life_switches_the_fit_to_the_recency_mean(seeded, client):
         jobs, end=END, window_days=(END - START) / DAY_S, half_life_days=14, estimator="recency"
     )
     assert pure.inputs is not None
-    assert recency["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    assert recency["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct, abs=PCT)
     assert recency["prediction"]["ett_pct"] != pytest.approx(level["prediction"]["ett_pct"])
 
 
@@ -228,7 +233,9 @@ def test_a_tiny_half_life_weighs_the_newest_job_not_500(seeded, client):
         jobs, end=END, window_days=(END - START) / DAY_S, half_life_days=0.0001, estimator="recency"
     )
     assert pure.inputs is not None
-    assert plan.json()["prediction"]["ett_pct"] == pytest.approx(predict(pure.inputs).ett_pct)
+    assert plan.json()["prediction"]["ett_pct"] == pytest.approx(
+        predict(pure.inputs).ett_pct, abs=PCT
+    )
     fleet_plan = client.get("/api/v1/plan/fleet", params=params)
     assert fleet_plan.status_code == 200, fleet_plan.text[:300]
     assert fleet_plan.json()["opportunities"]
@@ -261,3 +268,37 @@ def test_a_sub_second_interval_is_refused_not_nan(seeded, client, interval):
     assert ok.status_code == 200, ok.text[:300]
     (one,) = ok.json()["models"]
     assert 0 <= one["ett_pct_after"] <= 100 and one["ett_pct_after"] < one["ett_pct_before"]
+
+
+def _floats(value, key=""):
+    """(field name, float) for every float in an answer, a map's values under its own name."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _floats(v, k if not isinstance(v, float) or not key.endswith("_s") else key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _floats(v, key)
+    elif isinstance(value, float):
+        yield key, value
+
+
+def test_plan_answers_are_rounded_as_docs_api_says(seeded, client):
+    model = _fleet_model()
+    plan = client.get(f"/api/v1/plan/models/{model}", params=RANGE).json()
+    fleet_plan = client.get("/api/v1/plan/fleet", params=RANGE).json()
+    checked = 0
+    for key, v in [*_floats(plan), *_floats(fleet_plan)]:
+        if key.endswith("_pct") or key == "ett_pct_delta":
+            assert v == round(v, 2), (key, v)
+            checked += 1
+        elif key.endswith(("_s", "_gpu_h")) or "_gpu_h_" in key:
+            assert v == round(v, 3), (key, v)
+            checked += 1
+        elif key.endswith("_share"):
+            assert v == round(v, 4), (key, v)
+        else:
+            assert v == float(f"{v:.6g}"), (key, v)
+    assert checked > 20
+    # Before rounding the prediction had a dozen decimals; the answer keeps two.
+    raw = predict(inputs_from_dict(plan["inputs"])).ett_pct
+    assert raw != round(raw, 2) and plan["prediction"]["ett_pct"] == pytest.approx(raw, abs=0.01)

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from backend.config import get_settings
 from backend.ett.models import JobInterval, JobResult
 from backend.jobs.models import Attempt, Job
+from backend.params import rounded
 from backend.results import recompute
+from backend.results.views import JOB_ETT_ROUNDING
 from backend.timefmt import rfc3339
 from tests.backend.ett.builders import JobEvents, M
 
@@ -59,14 +61,15 @@ def test_ingest_then_job_ett_answers_fig1(client, post):
     r = client.get("/api/v1/jobs/fig1/ett")
     assert r.status_code == 200, r.text
     doc = r.json()
-    assert doc["ett_pct"] == pytest.approx(90.0 / 151.5 * 100)
+    # Rounded as docs/API.md says: ETT% to 2 decimals, GPU-hours and seconds to 3.
+    assert doc["ett_pct"] == round(90.0 / 151.5 * 100, 2) == 59.41
     assert doc["e2e_s"] == pytest.approx(151.5 * M)
     assert doc["submitted_at"] == "2026-05-28T20:26:40.000Z"
     assert doc["status"] == "succeeded" and doc["provisional"] is False
     assert doc["components"]["pt2_compile"] == pytest.approx(30 * M)
     assert doc["wasted"]["checkpoint_blocking"] == pytest.approx(6 * M)
     assert doc["l1"]["tts_s"] == pytest.approx(52.4 * M) and doc["l1"]["nof"] == 0
-    assert doc["gpu_hours_lost"] == pytest.approx(61.5 / 60 * 128)
+    assert doc["gpu_hours_lost"] == round(61.5 / 60 * 128, 3) == 131.2
     assert doc["phases"]["trainer_init"] == {"total_s": 900.0, "exposed_s": 900.0}
     comps = [iv["component"] for iv in doc["intervals"]]
     assert comps[:4] == ["scheduling", "hardware_setup", "trainer_init", "pt2_compile"]
@@ -255,7 +258,8 @@ def test_stored_answer_equals_live_computation(client, post, database, settings)
         assert s.get(Job, "twin").dirty is False
         live = recompute.compute(db_session=s, job_id="twin", settings=settings)
     assert live is not None
-    assert stored == live.to_dict(time_format=rfc3339)
+    # The same answer, rounded as the REST answer is (docs/API.md "Units and rounding").
+    assert stored == rounded(live.to_dict(time_format=rfc3339), by_key=JOB_ETT_ROUNDING)
     assert stored["l1"]["failures"][0]["ts"] == rfc3339(T0 + 150 * M)
 
 
