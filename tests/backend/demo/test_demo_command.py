@@ -48,7 +48,7 @@ def test_demo_loads_an_empty_database_once(ett_home: Path):
     assert f"sent {stored:,} events: {stored:,} stored" in first.output
     # Each long step of the load shows its bar, as lines (no terminal here), to its end.
     lines = first.output.splitlines()
-    for step in ("simulate", "ingest", "ETT%", "SLO history"):
+    for step in ("simulate", "ingest", "ETT%", "SLOs and alerts"):
         assert any(line.startswith(f"{step}: 100%") for line in lines), (step, first.output)
     assert "\r" not in first.output
     spec = read_spec(ett_home, f"sqlite:///{ett_home / 'ett.db'}")
