@@ -7,7 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures, numbers
+from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     annotation_list,
     card,
@@ -27,6 +27,16 @@ from dashboard.palette import COMPONENT_COLORS
 PREFIX = "fleet"
 
 
+def fleet_view(filters: Filters) -> data.FleetView:
+    """The fleet read, once per page load: the layout and the part below share it."""
+    return cache.memo("fleet_view", cache.filters_key(filters), lambda: data.fleet_view(filters))
+
+
+def annotations(filters: Filters) -> Any:
+    """The range's annotations, read once per page load."""
+    return cache.memo("annotations", cache.filters_key(filters), lambda: data.annotations(filters))
+
+
 def layout(**query: Any) -> html.Div:
     """The fleet page for the filters in the URL."""
     filters = Filters.from_query(query)
@@ -38,7 +48,7 @@ def layout(**query: Any) -> html.Div:
         teams=data.team_names(),
         show_bucket=True,
     )
-    view = data.fleet_view(filters)
+    view = fleet_view(filters)
     head = [
         html.H1(f"Fleet · model {filters.model}" if filters.model else "Fleet"),
         bar,
@@ -51,7 +61,7 @@ def layout(**query: Any) -> html.Div:
         )
     h = view.headline
     scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
-    notes = data.annotations(filters)
+    notes = annotations(filters)
     if not h["wall_gpu_h"]:
         return html.Div([*head, nothing_shown("fleet-empty", "job", has_data=data.has_data())])
     return html.Div(
@@ -115,14 +125,14 @@ def layout(**query: Any) -> html.Div:
 def below(query: dict[str, Any]) -> list[Any]:
     """The fleet page under the first screen: failures, regressions, Level 1, top models."""
     filters = Filters.from_query(query)
-    view = data.fleet_view(filters)
+    view = fleet_view(filters)
     if view.error:
         return []
     top = data.models_table(filters.with_(model=None))
     if filters.model:
         top = top[top["model"] == filters.model]
     l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
-    notes = data.annotations(filters)
+    notes = annotations(filters)
     return [
         html.Div(
             [

@@ -8,7 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures, numbers
+from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     annotation_list,
@@ -163,9 +163,15 @@ def _minutes(seconds: Any) -> float | None:
     return seconds / 60.0 if isinstance(seconds, int | float) else None
 
 
+def model_page(model: str, filters: Filters) -> dict[str, Any] | None:
+    """The model's read, once per page load: the layout and the part below share it."""
+    key = (model, *cache.filters_key(filters))
+    return cache.memo("model_page", key, lambda: data.model_page(model, filters))
+
+
 def model_body(model: str, filters: Filters) -> list[Any]:
     """Everything about one model in the range."""
-    page = data.model_page(model, filters)
+    page = model_page(model, filters)
     head: list[Any] = [
         html.H1(["Model ", html.Span(model, id="model-name")]),
         dcc.Location(id="model-click-nav", refresh="callback-nav"),
@@ -268,7 +274,7 @@ def below(query: dict[str, Any]) -> list[Any]:
     """The model page under the first screen: lost GPU-hours, Level 1 per job, the jobs."""
     filters = Filters.from_query(query)
     model = filters.model
-    page = data.model_page(model, filters) if model else None
+    page = model_page(model, filters) if model else None
     if page is None or not page["jobs"]:
         return []
     jobs = page["jobs"]
