@@ -47,6 +47,7 @@ def layout(**query: Any) -> html.Div:
         models=data.model_names(),
         teams=data.team_names(),
         show_bucket=True,
+        quick=True,
     )
     view = fleet_view(filters)
     head = [

@@ -395,6 +395,7 @@ def layout(**query: Any) -> html.Div:
         models=data.model_names(),
         teams=data.team_names(),
         show_label=False,
+        quick=True,
     )
     if not filters.model:
         return html.Div([html.H1("Models"), bar, model_list(filters)])

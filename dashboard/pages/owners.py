@@ -46,6 +46,7 @@ def layout(**query: Any) -> html.Div:
         owners=data.owner_names(),
         show_owner=True,
         show_label=False,
+        quick=True,
     )
     held = data.owner_components(filters.with_(owner=None))
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
