@@ -218,8 +218,10 @@ def search_jobs(
     sort: str,
     limit: int,
     offset: int,
+    component: str | None = None,
 ) -> JobSearch:
-    """Jobs by id or model prefix, status, model, team and label, one page (server-side).
+    """Jobs by id or model prefix, status, model, team and label, one page (server-side);
+    with `component`, those with time in it inside the range.
 
     A search looks through every job, whatever the date range; without one the range applies.
     """
@@ -237,6 +239,7 @@ def search_jobs(
             limit=limit,
             offset=offset,
             search=search,
+            component=component,
         )
     return JobSearch(rows, total, offset)
 

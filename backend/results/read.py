@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -150,10 +150,12 @@ def list_jobs(
     limit: int = 50,
     offset: int = 0,
     search: str | None = None,
+    component: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
 
-    `search` keeps the jobs whose id or model starts with it.
+    `search` keeps the jobs whose id or model starts with it; `component` those with time in
+    that Level-2 component inside [start, end) (a chart's bar: its bucket and component).
     """
     descending = sort.startswith("-")
     column = SORTS[sort.lstrip("-")]
@@ -173,6 +175,13 @@ def list_jobs(
         where.append(JobResult.ended_at >= start)
     if end is not None:
         where.append(JobResult.submitted_at < end)
+    if component is not None:
+        spent = [JobInterval.job_id == JobResult.job_id, JobInterval.component == component]
+        if start is not None:
+            spent.append(JobInterval.end > start)
+        if end is not None:
+            spent.append(JobInterval.start < end)
+        where.append(exists().where(*spent))
     for key, value in (labels or {}).items():
         where.append(Job.labels[key].as_string() == value)
     if owner is not None:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from backend.auth.deps import ReadAccess
 from backend.deps import SessionDep, SettingsDep
-from backend.ett.catalogue import JOB_STATUSES
+from backend.ett.catalogue import COMPONENTS, JOB_STATUSES
 from backend.jobs import quarantine
 from backend.params import (
     alias_query,
@@ -30,6 +30,7 @@ router = APIRouter(tags=["jobs"])
 # Open jobs' states, every job_ended status (backend.ett.catalogue.JOB_ENDS), abandoned, unknown.
 LIST_STATUSES: tuple[str, ...] = ("pending", "running", *JOB_STATUSES, "abandoned", "unknown")
 JobStatus = Literal[LIST_STATUSES]  # type: ignore[valid-type]
+Component = Literal[COMPONENTS]  # type: ignore[valid-type]
 SortKey = Literal[
     "ett_pct",
     "-ett_pct",
@@ -53,6 +54,10 @@ def list_jobs(
     owner: str | None = alias_query("team", "the team that owns the job's model"),
     label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
     status: JobStatus | None = None,
+    component: Annotated[
+        Component | None,
+        Query(description="jobs with time in this Level-2 component inside [start, end)"),
+    ] = None,
     start: str | None = start_query(
         "jobs whose lifetime overlaps [start, end): still running at or after", "none"
     ),
@@ -74,6 +79,7 @@ def list_jobs(
         owner=pick_alias("team", team, "owner", owner),
         labels=parse_labels(label),
         status=status,
+        component=component,
         start=lo,
         end=hi,
         sort=sort,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import dash
+import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.ett.catalogue import COMPONENTS
+from backend.fleet.days import DAY_S, bucket_end, bucket_start
 from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     annotation_list,
@@ -85,6 +89,7 @@ def layout(**query: Any) -> html.Div:
                     ),
                 ),
                 annotation_list("fleet-annotations", notes),
+                note="Click a point to list the jobs that ran then.",
             ),
             html.Div(
                 [
@@ -103,6 +108,7 @@ def layout(**query: Any) -> html.Div:
                                 notes,
                             ),
                         ),
+                        note="Click a bar to list the jobs with time in that component then.",
                     ),
                     section(
                         "Lost GPU-hours by owner",
@@ -187,22 +193,62 @@ register_filter_callback(PREFIX)
 register_deferred(PREFIX, below)
 
 
+def bucket_jobs_href(
+    filters: Filters, x: Any, component: str | None = None, path: str = "/job"
+) -> str | None:
+    """The Jobs list for the chart bucket drawn at `x` (its days), of one component if named."""
+    try:
+        ts = pd.Timestamp(x).tz_localize(None).timestamp() if x is not None else None
+    except (TypeError, ValueError):
+        return None
+    if ts is None:
+        return None
+    lo = bucket_start(ts, filters.bucket)
+    hi = bucket_end(lo, filters.bucket) - DAY_S
+    known = component in COMPONENTS and component != "effective_training"
+    return filters.href(
+        path,
+        start=datetime.fromtimestamp(lo, UTC).date().isoformat(),
+        end=datetime.fromtimestamp(hi, UTC).date().isoformat(),
+        range=None,
+        bucket=None,
+        refresh=None,
+        component=component if known else None,
+        view="lost",
+    )
+
+
 @callback(
     Output("fleet-click-nav", "href"),
     Input("fleet-regressions-graph", "clickData"),
     Input("fleet-top-models-graph", "clickData"),
     Input("fleet-lost-owner-graph", "clickData"),
+    Input("fleet-lost-component-graph", "clickData"),
+    Input("fleet-trend-graph", "clickData"),
+    Input("fleet-nof-graph", "clickData"),
     State("fleet-filters", "data"),
     prevent_initial_call=True,
 )
-def _open_detail(_reg: Any, _top: Any, _owner: Any, query: dict[str, str]) -> str:
-    """A regressed model's bar opens the model page; an owner's bar opens the owner page."""
+def _open_detail(
+    _reg: Any, _top: Any, _owner: Any, _lost: Any, _trend: Any, _nof: Any, query: dict[str, str]
+) -> str:
+    """A regressed model's bar opens the model page; an owner's bar opens the owner page; a
+    bucket's bar or point (lost by component, ETT% trend, failures) opens that bucket's jobs,
+    of that component for a lost bar."""
     trigger = dash.ctx.triggered[0] if dash.ctx.triggered else None
     points = (trigger or {}).get("value", {}) or {}
     points = points.get("points") or []
     if not points:
         raise dash.exceptions.PreventUpdate
     filters = Filters.from_query(query)
+    source = trigger["prop_id"].split(".")[0]
+    if source in ("fleet-lost-component-graph", "fleet-trend-graph", "fleet-nof-graph"):
+        key = points[0].get("customdata")
+        component = key[0] if source == "fleet-lost-component-graph" and key else None
+        href = bucket_jobs_href(filters, points[0].get("x"), component)
+        if href is None:
+            raise dash.exceptions.PreventUpdate
+        return href
     if not trigger["prop_id"].startswith("fleet-lost-owner-graph"):
         return filters.href("/model", model=points[0]["customdata"][0])
     owner = points[0].get("y")
