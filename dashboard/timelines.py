@@ -87,7 +87,7 @@ def figure(results: list[dict[str, Any]], align: str) -> go.Figure:
             base=part["start_h"],
             orientation="h",
             name=COMPONENT_LABELS.get(comp, comp),
-            marker_color=component_color(comp),
+            marker={"color": component_color(comp), "line": {"width": 0}},
             customdata=[[j] for j in part["job"]],
             hovertemplate="%{customdata[0]}<br>%{base:.2f} h to %{x:.2f} h long"
             f"<extra>{COMPONENT_LABELS.get(comp, comp)}</extra>",
