@@ -8,10 +8,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import dash
+import pandas as pd
 import plotly.graph_objects as go
 from dash import MATCH, Input, Output, State, callback, clientside_callback, dash_table, dcc, html
 from dash.exceptions import PreventUpdate
 
+from backend.ett.catalogue import COMPONENTS
+from backend.fleet.days import DAY_S, bucket_end, bucket_start
 from backend.text import link_problem
 from dashboard import csv_export, numbers
 from dashboard.filters import QUICK_RANGES, REFRESH_S, Filters, auto_bucket, quick_range
@@ -502,6 +505,71 @@ def register_filter_callback(prefix: str) -> None:
         if bucket and bucket != Filters.from_query(query).default_bucket:
             query["bucket"] = bucket
         return f"{path}?{urlencode({k: v for k, v in query.items() if v})}"
+
+
+def bucket_jobs_href(
+    filters: Filters, x: Any, component: str | None = None, path: str = "/job"
+) -> str | None:
+    """The Jobs list for the chart bucket drawn at `x` (its days), of one component if named."""
+    try:
+        ts = pd.Timestamp(x).tz_localize(None).timestamp() if x is not None else None
+    except (TypeError, ValueError):
+        return None
+    if ts is None:
+        return None
+    lo = bucket_start(ts, filters.bucket)
+    hi = bucket_end(lo, filters.bucket) - DAY_S
+    known = component in COMPONENTS and component != "effective_training"
+    return filters.href(
+        path,
+        start=datetime.fromtimestamp(lo, UTC).date().isoformat(),
+        end=datetime.fromtimestamp(hi, UTC).date().isoformat(),
+        range=None,
+        bucket=None,
+        refresh=None,
+        component=component if known else None,
+        view="lost",
+    )
+
+
+def register_bucket_clicks(prefix: str, *graph_ids: str) -> None:
+    """A click on a bar or point of these time charts (by bucket; a lost-by-component stack
+    carries its component) opens the Jobs list of that bucket, and component, in the filters of
+    `prefix`'s filter bar."""
+
+    @callback(
+        Output(f"{prefix}-filter-nav", "href", allow_duplicate=True),
+        *[Input(g, "clickData") for g in graph_ids],
+        State(f"{prefix}-filter-dates", "start_date"),
+        State(f"{prefix}-filter-dates", "end_date"),
+        State(f"{prefix}-filter-model", "value"),
+        State(f"{prefix}-filter-team", "value"),
+        State(f"{prefix}-filter-label", "value"),
+        State(f"{prefix}-filter-bucket", "value"),
+        prevent_initial_call=True,
+    )
+    def _open_bucket(*args: Any) -> str:
+        start, end, model, team, label, bucket = args[len(graph_ids) :]
+        trigger = dash.ctx.triggered[0] if dash.ctx.triggered else {}
+        points = (trigger.get("value") or {}).get("points") or []
+        if not points:
+            raise PreventUpdate
+        filters = Filters.from_query(
+            {
+                "start": (start or "")[:10],
+                "end": (end or "")[:10],
+                "model": model,
+                "team": team,
+                "label": label,
+                "bucket": bucket,
+            }
+        )
+        key = points[0].get("customdata")
+        component = key[0] if isinstance(key, list) and key else None
+        href = bucket_jobs_href(filters, points[0].get("x"), component)
+        if href is None:
+            raise PreventUpdate
+        return href
 
 
 def table(

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import dash
-import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from backend.ett.catalogue import COMPONENTS
-from backend.fleet.days import DAY_S, bucket_end, bucket_start
 from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     annotation_list,
+    bucket_jobs_href,
     card,
     cards,
     deferred,
@@ -191,31 +188,6 @@ def below(query: dict[str, Any]) -> list[Any]:
 dash.register_page(__name__, path="/", name="Fleet", title="ETT% · fleet", order=0, layout=layout)
 register_filter_callback(PREFIX)
 register_deferred(PREFIX, below)
-
-
-def bucket_jobs_href(
-    filters: Filters, x: Any, component: str | None = None, path: str = "/job"
-) -> str | None:
-    """The Jobs list for the chart bucket drawn at `x` (its days), of one component if named."""
-    try:
-        ts = pd.Timestamp(x).tz_localize(None).timestamp() if x is not None else None
-    except (TypeError, ValueError):
-        return None
-    if ts is None:
-        return None
-    lo = bucket_start(ts, filters.bucket)
-    hi = bucket_end(lo, filters.bucket) - DAY_S
-    known = component in COMPONENTS and component != "effective_training"
-    return filters.href(
-        path,
-        start=datetime.fromtimestamp(lo, UTC).date().isoformat(),
-        end=datetime.fromtimestamp(hi, UTC).date().isoformat(),
-        range=None,
-        bucket=None,
-        refresh=None,
-        component=component if known else None,
-        view="lost",
-    )
 
 
 @callback(

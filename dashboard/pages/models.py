@@ -22,6 +22,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_bucket_clicks,
     register_deferred,
     register_filter_callback,
     section,
@@ -407,6 +408,7 @@ dash.register_page(
     __name__, path="/model", name="Models", title="ETT% · model", order=1, layout=layout
 )
 register_filter_callback(PREFIX)
+register_bucket_clicks(PREFIX, "model-lost-component-graph")
 register_deferred(PREFIX, below)
 
 

@@ -17,6 +17,7 @@ from dashboard.components import (
     graph,
     nothing_shown,
     num_col,
+    register_bucket_clicks,
     register_deferred,
     register_filter_callback,
     section,
@@ -479,4 +480,5 @@ dash.register_page(
     __name__, path="/owners", name="Owners", title="ETT% · owners", order=4, layout=layout
 )
 register_filter_callback(PREFIX)
+register_bucket_clicks(PREFIX, "owners-trend-graph")
 register_deferred(PREFIX, below)

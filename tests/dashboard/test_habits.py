@@ -13,6 +13,7 @@ from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
 from dashboard import data, timelines
+from dashboard.components import bucket_jobs_href
 from dashboard.filters import Filters
 from dashboard.pages import compare, fleet, job, models, owners
 from tests.dashboard.conftest import dashboard_request, find, seed_demo
@@ -53,21 +54,21 @@ def test_quick_ranges_and_refresh_are_on_the_fleet_owner_and_model_pages(
 
 def test_a_bucket_opens_the_jobs_of_its_days() -> None:
     day = Filters.from_query({"start": "2026-05-01", "end": "2026-05-14"}, today=date(2026, 5, 20))
-    href = fleet.bucket_jobs_href(day, "2026-05-06", "pt2_compile")
+    href = bucket_jobs_href(day, "2026-05-06", "pt2_compile")
     got = Filters.from_query(dict(_query(href)), today=date(2026, 5, 20))
     assert (got.start, got.end) == (date(2026, 5, 6), date(2026, 5, 6))
     assert got.extra["component"] == "pt2_compile" and got.extra["view"] == "lost"
     # A week bucket is its seven days (ISO weeks start on Monday); a quick range is dropped.
     week = day.with_(bucket="week", extra={"range": "30d"})
     got = Filters.from_query(
-        dict(_query(fleet.bucket_jobs_href(week, "2026-05-04T00:00:00", "shutdown")))
+        dict(_query(bucket_jobs_href(week, "2026-05-04T00:00:00", "shutdown")))
     )
     assert (got.start, got.end) == (date(2026, 5, 4), date(2026, 5, 10))
     assert "range" not in got.extra
     # "other" (folded components) and effective training are no component filter.
-    assert "component" not in fleet.bucket_jobs_href(day, "2026-05-06", "other")
-    assert "component" not in fleet.bucket_jobs_href(day, "2026-05-06", "effective_training")
-    assert fleet.bucket_jobs_href(day, "not a date") is None
+    assert "component" not in bucket_jobs_href(day, "2026-05-06", "other")
+    assert "component" not in bucket_jobs_href(day, "2026-05-06", "effective_training")
+    assert bucket_jobs_href(day, "not a date") is None
 
 
 def _query(href: str) -> list[tuple[str, str]]:

@@ -117,7 +117,7 @@ def test_a_lost_bar_opens_the_jobs_of_its_day_and_component(site: str, browser: 
     _open(browser, site + "/?range=7d", 3)
     bars = browser.find_all("#fleet-lost-component-graph .bars .point path")
     assert bars
-    browser.click_at(bars[-1])
+    browser.click_at(max(bars, key=lambda b: b.size["height"]))
     url = browser.wait_for_url("component=")
     query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
     assert urlsplit(url).path == "/job" and query["start"] == query["end"]
@@ -198,3 +198,35 @@ def test_ticked_jobs_compare_on_one_time_axis(site: str, browser: Browser) -> No
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.screenshot(SCREENSHOTS / "compare-timelines.png")
     browser.driver.set_window_size(1440, 1000)
+
+
+def test_an_owners_bar_opens_the_jobs_of_its_bucket_and_component(
+    site: str, browser: Browser
+) -> None:
+    browser.console()
+    _open(browser, site + "/?range=30d", 3)
+    bars = browser.find_all("#fleet-lost-owner-graph .bars .point path")
+    browser.click_at(bars[0])
+    url = browser.wait_for_url("/owners?")
+    owner = parse_qs(urlsplit(url).query)["owner"][0]
+    browser.wait_for("#owners-trend-graph .bars .point path")
+    # The part below the first screen arrives after it and moves the chart: wait for it.
+    WebDriverWait(browser.driver, 30).until(
+        lambda d: d.execute_script(
+            "const e = document.getElementById('owners-deferred');"
+            "return e && !e.textContent.includes('Loading the charts below');"
+        )
+    )
+    time.sleep(0.5)
+    held = browser.text("#owners-components-table")
+    bars = browser.find_all("#owners-trend-graph .bars .point path")
+    browser.click_at(max(bars, key=lambda b: b.size["height"]))  # a 1-px bar is hard to hit
+    url = browser.wait_for_url("/job?")
+    query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+    assert COMPONENT_LABELS[query["component"]] in held or query["component"] in held, owner
+    browser.wait_for("#job-component-filter")
+    rest = _rest(
+        site, "/api/v1/jobs", component=query["component"], start=query["start"], end=query["end"]
+    )
+    assert browser.text("#job-page-range").endswith(f"of {rest['total']:,}")
+    assert browser.severe() == []
