@@ -36,7 +36,7 @@ from dashboard.context import DashboardContext, bind
 PAGES_PACKAGE = "dashboard.pages"
 # The filters that follow the reader from page to page.
 # `owner` (a component's team) is the owners page's own filter and is not carried.
-CARRIED = ("start", "end", "team", "label", "bucket")
+CARRIED = ("start", "end", "range", "team", "label", "bucket")
 
 _lock = threading.RLock()
 _app: Dash | None = None

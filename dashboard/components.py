@@ -3,23 +3,102 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import dash
+import pandas as pd
 import plotly.graph_objects as go
-from dash import Input, Output, State, callback, dash_table, dcc, html
+from dash import MATCH, Input, Output, State, callback, clientside_callback, dash_table, dcc, html
+from dash.exceptions import PreventUpdate
 
+from backend.ett.catalogue import COMPONENTS
+from backend.fleet.days import DAY_S, bucket_end, bucket_start
 from backend.text import link_problem
-from dashboard import numbers
-from dashboard.filters import Filters
+from dashboard import csv_export, numbers
+from dashboard.filters import QUICK_RANGES, REFRESH_S, Filters, auto_bucket, quick_range
 
 GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 FONT = '-apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
-def graph(graph_id: str, figure: go.Figure) -> dcc.Graph:
-    """A chart with the dashboard's defaults."""
-    return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
+def graph(graph_id: str, figure: go.Figure) -> html.Div:
+    """A chart with the dashboard's defaults and its CSV download."""
+    return downloadable(
+        graph_id, dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, className="ett-graph")
+    )
+
+
+def downloadable(target: str, element: Any) -> html.Div:
+    """`element` (a chart or table whose id is `target`) with a button that downloads it as CSV.
+
+    The browser sends what it shows (the chart's figure, the table's rows as sorted and
+    filtered) and the server writes the CSV (dashboard.csv_export).
+    """
+    return html.Div(
+        [
+            element,
+            html.Button(
+                "⬇ CSV",
+                id={"type": "ett-csv", "target": target},
+                n_clicks=0,
+                className="ett-csv-button",
+                title="Download this as CSV",
+            ),
+            dcc.Store(id={"type": "ett-csv-shown", "target": target}),
+            dcc.Download(id={"type": "ett-csv-file", "target": target}),
+        ],
+        className="ett-downloadable",
+    )
+
+
+# What the browser shows under the id the button names: a chart's figure or a table's rows
+# (after its sort and filter), through Dash's component API; typed arrays as plain lists.
+clientside_callback(
+    """
+    function(n, id) {
+        const no = window.dash_clientside.no_update;
+        const api = window.dash_component_api;
+        if (!n || !api || !api.getLayout) { return no; }
+        const node = api.getLayout(id.target);
+        const props = (node && node.props) || {};
+        const plain = (v) => (ArrayBuffer.isView(v) ? Array.from(v) :
+            Array.isArray(v) ? v.map(plain) : v);
+        if (props.figure) {
+            const keep = ["name", "type", "x", "y", "z", "base", "customdata", "orientation"];
+            const data = (props.figure.data || []).map((t) => {
+                const out = {};
+                keep.forEach((k) => { if (t[k] !== undefined) { out[k] = plain(t[k]); } });
+                return out;
+            });
+            return {target: id.target, n: n, figure: {data: data}};
+        }
+        const rows = props.derived_virtual_data || props.data || [];
+        return {target: id.target, n: n, rows: rows, columns: props.columns || []};
+    }
+    """,
+    Output({"type": "ett-csv-shown", "target": MATCH}, "data"),
+    Input({"type": "ett-csv", "target": MATCH}, "n_clicks"),
+    State({"type": "ett-csv", "target": MATCH}, "id"),
+    prevent_initial_call=True,
+)
+
+
+@callback(
+    Output({"type": "ett-csv-file", "target": MATCH}, "data"),
+    Input({"type": "ett-csv-shown", "target": MATCH}, "data"),
+    prevent_initial_call=True,
+)
+def _send_csv(shown: dict[str, Any] | None) -> dict[str, Any]:
+    """The CSV of what the browser showed."""
+    if not shown or not isinstance(shown.get("target"), str):
+        raise PreventUpdate
+    if isinstance(shown.get("figure"), dict):
+        text = csv_export.figure_csv(shown["figure"])
+    else:
+        text = csv_export.table_csv(list(shown.get("rows") or []), list(shown.get("columns") or []))
+    return dcc.send_string(text, csv_export.filename(shown["target"]), type="text/csv")
 
 
 def deferred(prefix: str, query: dict[str, Any], min_height: int = 600) -> html.Div:
@@ -182,8 +261,10 @@ def filter_bar(
     show_team: bool = True,
     show_owner: bool = False,
     show_label: bool = True,
+    quick: bool = False,
 ) -> html.Div:
-    """Date range, model, team, label (and bucket; owner on the owners page) controls.
+    """Date range, model, team, label (and bucket; owner on the owners page) controls; with
+    `quick`, the quick ranges (24 h, 7 d, 30 d, 90 d) and the auto-refresh.
 
     A change rewrites the URL. Hidden controls still carry their value, so a filter a page
     does not use survives the visit and is not applied where it means nothing.
@@ -269,11 +350,58 @@ def filter_bar(
             style={} if show_bucket else {"display": "none"},
         )
     )
+    controls.append(_quick_controls(prefix, filters, quick))
     if filters.notice:
         controls.append(
             html.Div(filters.notice, id=f"{prefix}-filter-notice", className="ett-filter-notice")
         )
     return html.Div(controls, className="ett-filters", id=f"{prefix}-filters")
+
+
+def _quick_controls(prefix: str, filters: Filters, shown: bool) -> html.Div:
+    """The quick-range buttons and the auto-refresh choice (its timer reloads the page)."""
+    buttons = [
+        html.Button(
+            label,
+            id=f"{prefix}-quick-{key}",
+            n_clicks=0,
+            className="ett-quick ett-quick-on" if filters.quick == key else "ett-quick",
+            title=f"the last {days} UTC days, up to today"
+            if key != "24h"
+            else "the last 24 hours: yesterday and today (UTC days)",
+        )
+        for key, (label, days) in QUICK_RANGES.items()
+    ]
+    refresh = filters.extra.get("refresh") if filters.refresh_s else "off"
+    return html.Div(
+        [
+            html.Span("Last", className="ett-quick-label"),
+            *buttons,
+            html.Label(
+                [
+                    "Auto-refresh",
+                    dcc.Dropdown(
+                        id=f"{prefix}-refresh",
+                        options=[
+                            {"label": k if k != "off" else "off", "value": k} for k in REFRESH_S
+                        ],
+                        value=refresh,
+                        clearable=False,
+                        searchable=False,
+                    ),
+                ],
+                className="ett-refresh",
+            ),
+            dcc.Interval(
+                id=f"{prefix}-refresh-timer",
+                interval=max(filters.refresh_s, 1) * 1000,
+                disabled=not filters.refresh_s,
+            ),
+        ],
+        className="ett-quick-bar",
+        id=f"{prefix}-quick",
+        style={} if shown else {"display": "none"},
+    )
 
 
 def _choice(
@@ -304,7 +432,45 @@ def _choice(
 
 
 def register_filter_callback(prefix: str) -> None:
-    """The callback that turns a change of `prefix`'s filter bar into a new URL."""
+    """The callbacks that turn a change of `prefix`'s filter bar into a new URL, a quick range
+    into its dates, and the auto-refresh timer into a reload."""
+
+    @callback(
+        Output(f"{prefix}-filter-dates", "start_date"),
+        Output(f"{prefix}-filter-dates", "end_date"),
+        Output(f"{prefix}-filter-bucket", "value"),
+        Output(f"{prefix}-filter-extra", "data"),
+        *[Input(f"{prefix}-quick-{key}", "n_clicks") for key in QUICK_RANGES],
+        State(f"{prefix}-filter-extra", "data"),
+        prevent_initial_call=True,
+    )
+    def _quick(*args: Any) -> tuple[str, str, str, dict[str, str]]:
+        key = str(dash.ctx.triggered_id or "").removeprefix(f"{prefix}-quick-")
+        days = quick_range(key, datetime.now(UTC).date())
+        if days is None or not any(args[:-1]):
+            raise PreventUpdate
+        start, end = days
+        return (
+            start.isoformat(),
+            end.isoformat(),
+            auto_bucket(start, end),
+            {
+                **(args[-1] or {}),
+                "range": key,
+            },
+        )
+
+    clientside_callback(
+        """
+        function(n) {
+            if (n) { window.location.reload(); }
+            return window.dash_clientside.no_update;
+        }
+        """,
+        Output(f"{prefix}-refresh-timer", "max_intervals"),
+        Input(f"{prefix}-refresh-timer", "n_intervals"),
+        prevent_initial_call=True,
+    )
 
     @callback(
         Output(f"{prefix}-filter-nav", "href"),
@@ -315,6 +481,7 @@ def register_filter_callback(prefix: str) -> None:
         Input(f"{prefix}-filter-owner", "value"),
         Input(f"{prefix}-filter-label", "value"),
         Input(f"{prefix}-filter-bucket", "value"),
+        Input(f"{prefix}-refresh", "value"),
         State(f"{prefix}-filter-extra", "data"),
         prevent_initial_call=True,
     )
@@ -326,10 +493,20 @@ def register_filter_callback(prefix: str) -> None:
         owner: str | None,
         label: str | None,
         bucket: str | None,
+        refresh: str | None,
         extra: dict[str, str] | None,
     ) -> str:
         extra = dict(extra or {})
         path = extra.pop("path", "/")
+        extra.pop("refresh", None)
+        if refresh in REFRESH_S and REFRESH_S[refresh]:
+            extra["refresh"] = refresh
+        # A quick range stays in the URL (relative to today) while the dates are still its own.
+        days = quick_range(extra.get("range"), datetime.now(UTC).date())
+        if days is None or ((start or "")[:10], (end or "")[:10]) != tuple(
+            d.isoformat() for d in days
+        ):
+            extra.pop("range", None)
         query = {
             "start": (start or "")[:10],
             "end": (end or "")[:10],
@@ -345,6 +522,71 @@ def register_filter_callback(prefix: str) -> None:
         return f"{path}?{urlencode({k: v for k, v in query.items() if v})}"
 
 
+def bucket_jobs_href(
+    filters: Filters, x: Any, component: str | None = None, path: str = "/job"
+) -> str | None:
+    """The Jobs list for the chart bucket drawn at `x` (its days), of one component if named."""
+    try:
+        ts = pd.Timestamp(x).tz_localize(None).timestamp() if x is not None else None
+    except (TypeError, ValueError):
+        return None
+    if ts is None:
+        return None
+    lo = bucket_start(ts, filters.bucket)
+    hi = bucket_end(lo, filters.bucket) - DAY_S
+    known = component in COMPONENTS and component != "effective_training"
+    return filters.href(
+        path,
+        start=datetime.fromtimestamp(lo, UTC).date().isoformat(),
+        end=datetime.fromtimestamp(hi, UTC).date().isoformat(),
+        range=None,
+        bucket=None,
+        refresh=None,
+        component=component if known else None,
+        view="lost",
+    )
+
+
+def register_bucket_clicks(prefix: str, *graph_ids: str) -> None:
+    """A click on a bar or point of these time charts (by bucket; a lost-by-component stack
+    carries its component) opens the Jobs list of that bucket, and component, in the filters of
+    `prefix`'s filter bar."""
+
+    @callback(
+        Output(f"{prefix}-filter-nav", "href", allow_duplicate=True),
+        *[Input(g, "clickData") for g in graph_ids],
+        State(f"{prefix}-filter-dates", "start_date"),
+        State(f"{prefix}-filter-dates", "end_date"),
+        State(f"{prefix}-filter-model", "value"),
+        State(f"{prefix}-filter-team", "value"),
+        State(f"{prefix}-filter-label", "value"),
+        State(f"{prefix}-filter-bucket", "value"),
+        prevent_initial_call=True,
+    )
+    def _open_bucket(*args: Any) -> str:
+        start, end, model, team, label, bucket = args[len(graph_ids) :]
+        trigger = dash.ctx.triggered[0] if dash.ctx.triggered else {}
+        points = (trigger.get("value") or {}).get("points") or []
+        if not points:
+            raise PreventUpdate
+        filters = Filters.from_query(
+            {
+                "start": (start or "")[:10],
+                "end": (end or "")[:10],
+                "model": model,
+                "team": team,
+                "label": label,
+                "bucket": bucket,
+            }
+        )
+        key = points[0].get("customdata")
+        component = key[0] if isinstance(key, list) and key else None
+        href = bucket_jobs_href(filters, points[0].get("x"), component)
+        if href is None:
+            raise PreventUpdate
+        return href
+
+
 def table(
     table_id: str,
     rows: list[dict[str, Any]],
@@ -353,8 +595,34 @@ def table(
     page_size: int = 20,
     sort_by: list[dict[str, str]] | None = None,
     filterable: bool = False,
+    **options: Any,
+) -> html.Div:
+    """A sortable (and optionally searchable) table with its CSV download; markdown columns
+    carry links. `options` go to the DataTable (row_selectable, ...)."""
+    return downloadable(
+        table_id,
+        _data_table(
+            table_id,
+            rows,
+            columns,
+            page_size=page_size,
+            sort_by=sort_by,
+            filterable=filterable,
+            **options,
+        ),
+    )
+
+
+def _data_table(
+    table_id: str,
+    rows: list[dict[str, Any]],
+    columns: list[dict[str, Any]],
+    *,
+    page_size: int,
+    sort_by: list[dict[str, str]] | None,
+    filterable: bool,
+    **options: Any,
 ) -> dash_table.DataTable:
-    """A sortable (and optionally searchable) table; markdown columns carry links."""
     return dash_table.DataTable(
         id=table_id,
         data=rows,
@@ -385,6 +653,7 @@ def table(
             "height": "auto",
         },
         style_cell_conditional=[{"if": {"type": "text"}, "textAlign": "left"}],
+        **options,
     )
 
 

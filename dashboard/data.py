@@ -223,7 +223,8 @@ def search_jobs(
     offset: int,
     component: str | None = None,
 ) -> JobSearch:
-    """Jobs by id or model prefix, status, model, team and label, one page (server-side).
+    """Jobs by id or model prefix, status, model, team and label, one page (server-side);
+    with `component`, those with time in it inside the range.
 
     A search looks through every job, whatever the date range; without one the range applies.
     With `component`, rows carry component_gpu_h and sort may be by it.

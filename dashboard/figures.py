@@ -250,6 +250,7 @@ def lost_stacked(
             y=part["gpu_h"],
             name=COMPONENT_LABELS.get(str(key), str(key)),
             marker_color=palette.get(str(key), OTHER_COLOR),
+            customdata=[[str(key)]] * len(part),  # a click opens this bucket's jobs of it
             hovertemplate="%{x}<br>%{y:,.0f} GPU-h<extra>%{fullData.name}</extra>",
         )
     return _layout(fig, title, barmode="stack", yaxis={"title": "GPU-hours lost"}, height=340)

@@ -12,7 +12,18 @@ from backend.params import DEFAULT_DAYS, ReadBounds
 from backend.timefmt import parse_day
 
 BUCKETS = ("day", "week", "month")
-__all__ = ["DEFAULT_DAYS", "Filters", "auto_bucket"]
+__all__ = ["DEFAULT_DAYS", "QUICK_RANGES", "REFRESH_S", "Filters", "auto_bucket", "quick_range"]
+# The quick ranges (`range=` in the URL): label, whole UTC days ending today. A link with one
+# stays relative: opened tomorrow, it shows the days up to tomorrow. The last 24 hours are
+# yesterday and today (a page's range is whole days).
+QUICK_RANGES: dict[str, tuple[str, int]] = {
+    "24h": ("24 h", 2),
+    "7d": ("7 d", 7),
+    "30d": ("30 d", 30),
+    "90d": ("90 d", 90),
+}
+# Auto-refresh (`refresh=` in the URL): seconds between reloads of the page; 0 is off.
+REFRESH_S: dict[str, int] = {"off": 0, "30s": 30, "1m": 60, "5m": 300}
 # Past two months a bar per day is too thin to read: ranges this long default to weeks.
 WEEKLY_AFTER_DAYS = 62
 MONTHLY_AFTER_DAYS = 730
@@ -24,6 +35,13 @@ def auto_bucket(start: date, end: date) -> str:
     if days >= MONTHLY_AFTER_DAYS:
         return "month"
     return "week" if days >= WEEKLY_AFTER_DAYS else "day"
+
+
+def quick_range(key: Any, today: date) -> tuple[date, date] | None:
+    """The days a quick range (`24h`, `7d`, `30d`, `90d`) covers, ending today; None if unknown."""
+    if not isinstance(key, str) or key not in QUICK_RANGES:
+        return None
+    return today - timedelta(days=QUICK_RANGES[key][1] - 1), today
 
 
 def _parse_date(value: Any, side: Literal["start", "end"], today: date) -> date | None:
@@ -110,6 +128,9 @@ class Filters:
         )
         if start > end:
             start, end = end, start
+        quick = quick_range(query.get("range"), today)
+        if quick is not None:  # a quick range is relative to today: it wins over stale dates
+            start, end = quick
         bucket = query.get("bucket")
         if bucket not in BUCKETS:
             bucket = auto_bucket(start, end)
@@ -146,6 +167,17 @@ class Filters:
     def default_bucket(self) -> str:
         """The bucket a range of this length gets when the URL names none."""
         return auto_bucket(self.start, self.end)
+
+    @property
+    def quick(self) -> str | None:
+        """The quick range these filters were asked for (and still show), if any."""
+        key = self.extra.get("range")
+        return key if key in QUICK_RANGES else None
+
+    @property
+    def refresh_s(self) -> int:
+        """Seconds between auto-refreshes of the page (0: off)."""
+        return REFRESH_S.get(self.extra.get("refresh", "off"), 0)
 
     @property
     def label_text(self) -> str | None:

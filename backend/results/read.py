@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -168,8 +168,10 @@ def list_jobs(
 ) -> tuple[list[dict[str, Any]], int]:
     """Computed jobs matching the filters (overlapping [start, end)), one page, and the total.
 
-    `search` keeps the jobs whose id or model starts with it. With `component`, each row has
-    `component_gpu_h` (the GPU-hours the job spent in it) and `sort` may be component_gpu_h.
+    `search` keeps the jobs whose id or model starts with it; `component` those with time in
+    that Level-2 component inside [start, end) (a chart's bar: its bucket and component), and
+    each row then has `component_gpu_h` (the GPU-hours the job spent in it over its whole life),
+    which `sort` may name (component_gpu_h).
     """
     descending = sort.startswith("-")
     per_comp = _component_gpu_s(component) if component is not None else None
@@ -195,6 +197,13 @@ def list_jobs(
         where.append(JobResult.ended_at >= start)
     if end is not None:
         where.append(JobResult.submitted_at < end)
+    if component is not None:
+        spent = [JobInterval.job_id == JobResult.job_id, JobInterval.component == component]
+        if start is not None:
+            spent.append(JobInterval.end > start)
+        if end is not None:
+            spent.append(JobInterval.start < end)
+        where.append(exists().where(*spent))
     for key, value in (labels or {}).items():
         where.append(Job.labels[key].as_string() == value)
     if owner is not None:

@@ -33,6 +33,7 @@ JOB_ETT_ROUNDING: dict[str, int | None] = {"components": 3, "wasted": 3}
 # Open jobs' states, every job_ended status (backend.ett.catalogue.JOB_ENDS), abandoned, unknown.
 LIST_STATUSES: tuple[str, ...] = ("pending", "running", *JOB_STATUSES, "abandoned", "unknown")
 JobStatus = Literal[LIST_STATUSES]  # type: ignore[valid-type]
+Component = Literal[COMPONENTS]  # type: ignore[valid-type]
 SortKey = Literal[
     "ett_pct",
     "-ett_pct",
@@ -58,17 +59,18 @@ def list_jobs(
     owner: str | None = alias_query("team", "the job's team"),
     label: Annotated[list[str] | None, Query(description="key=value, repeatable")] = None,
     status: JobStatus | None = None,
+    component: Annotated[
+        Component | None,
+        Query(
+            description="jobs with time in this Level-2 component inside [start, end); each "
+            "job then has its GPU-hours in it (component_gpu_h, over its whole life), which "
+            "sort=component_gpu_h orders by"
+        ),
+    ] = None,
     start: str | None = start_query(
         "jobs whose lifetime overlaps [start, end): still running at or after", "none"
     ),
     end: str | None = end_query("jobs submitted before (a date is inclusive)", "none"),
-    component: Annotated[
-        Literal[COMPONENTS] | None,  # type: ignore[valid-type]
-        Query(
-            description="give each job's GPU-hours in this component (component_gpu_h, over "
-            "its whole life) and allow sort=component_gpu_h"
-        ),
-    ] = None,
     sort: Annotated[
         SortKey,
         Query(description="a column, '-' first for descending; component_gpu_h needs component"),
@@ -91,12 +93,12 @@ def list_jobs(
         owner=pick_alias("team", team, "owner", owner),
         labels=parse_labels(label),
         status=status,
+        component=component,
         start=lo,
         end=hi,
         sort=sort,
         limit=limit,
         offset=offset,
-        component=component,
     )
     jobs = [
         JobSummary(

@@ -8,7 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard import data, figures
+from dashboard import data, figures, timelines
 from dashboard.components import (
     card,
     cards,
@@ -232,9 +232,98 @@ def numbers_block(answer: dict[str, Any]) -> list[Any]:
     return blocks
 
 
+MAX_TIMELINES = 8
+
+
+def timelines_block(filters: Filters, job_ids: list[str], align: str) -> list[Any]:
+    """Up to MAX_TIMELINES jobs on one time axis, aligned at submission or at the first step."""
+    align = align if align in timelines.ALIGNS else "submit"
+    results, missing = [], []
+    for job_id in list(dict.fromkeys(job_ids))[:MAX_TIMELINES]:
+        try:
+            result = data.job_result(job_id)
+        except data.JobUncomputable:
+            result = None
+        if result is None:
+            missing.append(job_id)
+        else:
+            results.append(result)
+    if not results:
+        return [empty_state("compare-empty", "None of these jobs is known", HOW_TO)]
+    links = [
+        dcc.Link(
+            f"at {what}",
+            href=filters.href("/compare", align=key),
+            id=f"compare-align-{key}",
+            className="ett-quick ett-quick-on" if key == align else "ett-quick",
+        )
+        for key, what in timelines.ALIGNS.items()
+    ]
+    rows = []
+    for r in results:
+        t0, exact = timelines.origin(r, align)
+        step = timelines.first_step(r)
+        submitted = data.epoch(r.get("submitted_at")) or 0.0
+        rows.append(
+            {
+                "job": md_link(
+                    r["job_id"], filters.with_(extra={}).href("/job", job_id=r["job_id"])
+                ),
+                "model": r.get("model") or "",
+                "submitted": data.to_datetime([submitted]).dt.strftime("%Y-%m-%d %H:%M")[0],
+                "first_step_min": None if step is None else (step - submitted) / 60.0,
+                "e2e_h": (r.get("e2e_s") or 0.0) / 3600.0,
+                "ett_pct": r.get("ett_pct"),
+                "nof": (r.get("l1") or {}).get("nof", 0),
+                "note": "" if exact else "never trained: aligned at submission",
+            }
+        )
+    notes = [f"{len(results)} jobs"]
+    if missing:
+        notes.append(f"not found: {', '.join(missing)}")
+    if len(job_ids) > MAX_TIMELINES:
+        notes.append(f"the first {MAX_TIMELINES} of {len(job_ids)} shown")
+    return [
+        html.P(
+            [f"Timelines of {'; '.join(notes)}, aligned ", *links],
+            id="compare-title",
+            className="ett-align-pick",
+        ),
+        section(
+            "Timelines on one axis",
+            graph("compare-timelines-graph", timelines.figure(results, align)),
+            table(
+                "compare-timelines-table",
+                rows,
+                [
+                    link_col("job", "job"),
+                    {"id": "model", "name": "model"},
+                    {"id": "submitted", "name": "submitted (UTC)"},
+                    num_col("first_step_min", "first step after (min)"),
+                    num_col("e2e_h", "end to end (h)", 2),
+                    num_col("ett_pct", "ETT%"),
+                    num_col("nof", "NoF", 0),
+                    {"id": "note", "name": "note"},
+                ],
+            ),
+            note="Each job a row, each second coloured by its component; × marks a failure. "
+            f"Tick 2 to {MAX_TIMELINES} jobs on the Jobs page and press Compare timelines.",
+        ),
+    ]
+
+
 def layout(**query: Any) -> html.Div:
-    """The compare page for `?baseline=&optimized=`, else the pairs chosen by `?pair_label=`."""
+    """The compare page for `?baseline=&optimized=`, `?timelines=a,b,...` (jobs on one time
+    axis), else the pairs chosen by `?pair_label=`."""
     filters = Filters.from_query(query)
+    chosen = [j.strip() for j in (filters.extra.get("timelines") or "").split(",") if j.strip()]
+    if chosen:
+        return html.Div(
+            [
+                html.H1("Compare timelines"),
+                *timelines_block(filters, chosen, filters.extra.get("align", "submit")),
+            ]
+        )
     baseline = filters.extra.get("baseline")
     optimized = filters.extra.get("optimized")
     bar = filter_bar(

@@ -8,9 +8,10 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 from backend.metrics.core import MIN_BASE_JOBS
-from dashboard import data, figures, numbers
+from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     annotation_list,
+    bucket_jobs_href,
     card,
     cards,
     deferred,
@@ -28,6 +29,16 @@ from dashboard.palette import COMPONENT_COLORS
 PREFIX = "fleet"
 
 
+def fleet_view(filters: Filters) -> data.FleetView:
+    """The fleet read, once per page load: the layout and the part below share it."""
+    return cache.memo("fleet_view", cache.filters_key(filters), lambda: data.fleet_view(filters))
+
+
+def annotations(filters: Filters) -> Any:
+    """The range's annotations, read once per page load."""
+    return cache.memo("annotations", cache.filters_key(filters), lambda: data.annotations(filters))
+
+
 def layout(**query: Any) -> html.Div:
     """The fleet page for the filters in the URL."""
     filters = Filters.from_query(query)
@@ -38,8 +49,9 @@ def layout(**query: Any) -> html.Div:
         models=data.model_names(),
         teams=data.team_names(),
         show_bucket=True,
+        quick=True,
     )
-    view = data.fleet_view(filters)
+    view = fleet_view(filters)
     head = [
         html.H1(f"Fleet · model {filters.model}" if filters.model else "Fleet"),
         bar,
@@ -52,7 +64,7 @@ def layout(**query: Any) -> html.Div:
         )
     h = view.headline
     scope = f"{filters.model} ETT%" if filters.model else "Fleet ETT%"
-    notes = data.annotations(filters)
+    notes = annotations(filters)
     if not h["wall_gpu_h"]:
         return html.Div([*head, nothing_shown("fleet-empty", "job", has_data=data.has_data())])
     return html.Div(
@@ -75,6 +87,7 @@ def layout(**query: Any) -> html.Div:
                     ),
                 ),
                 annotation_list("fleet-annotations", notes),
+                note="Click a point to list the jobs that ran then.",
             ),
             section(
                 "Lost GPU-hours by component",
@@ -91,6 +104,7 @@ def layout(**query: Any) -> html.Div:
                         notes,
                     ),
                 ),
+                note="Click a bar to list the jobs with time in that component then.",
             ),
             html.Div(
                 [
@@ -131,14 +145,14 @@ def _range_by_component(view: data.FleetView) -> Any:
 def below(query: dict[str, Any]) -> list[Any]:
     """The fleet page under the first screen: failures, regressions, Level 1, top models."""
     filters = Filters.from_query(query)
-    view = data.fleet_view(filters)
+    view = fleet_view(filters)
     if view.error:
         return []
     top = data.models_table(filters.with_(model=None))
     if filters.model:
         top = top[top["model"] == filters.model]
     l1_points, l1_kinds = data.fleet_level1(filters, view.nof)
-    notes = data.annotations(filters)
+    notes = annotations(filters)
     return [
         html.Div(
             [
@@ -198,17 +212,32 @@ register_deferred(PREFIX, below)
     Input("fleet-regressions-graph", "clickData"),
     Input("fleet-top-models-graph", "clickData"),
     Input("fleet-lost-owner-graph", "clickData"),
+    Input("fleet-lost-component-graph", "clickData"),
+    Input("fleet-trend-graph", "clickData"),
+    Input("fleet-nof-graph", "clickData"),
     State("fleet-filters", "data"),
     prevent_initial_call=True,
 )
-def _open_detail(_reg: Any, _top: Any, _owner: Any, query: dict[str, str]) -> str:
-    """A regressed model's bar opens the model page; an owner's bar opens the owner page."""
+def _open_detail(
+    _reg: Any, _top: Any, _owner: Any, _lost: Any, _trend: Any, _nof: Any, query: dict[str, str]
+) -> str:
+    """A regressed model's bar opens the model page; an owner's bar opens the owner page; a
+    bucket's bar or point (lost by component, ETT% trend, failures) opens that bucket's jobs,
+    of that component for a lost bar."""
     trigger = dash.ctx.triggered[0] if dash.ctx.triggered else None
     points = (trigger or {}).get("value", {}) or {}
     points = points.get("points") or []
     if not points:
         raise dash.exceptions.PreventUpdate
     filters = Filters.from_query(query)
+    source = trigger["prop_id"].split(".")[0]
+    if source in ("fleet-lost-component-graph", "fleet-trend-graph", "fleet-nof-graph"):
+        key = points[0].get("customdata")
+        component = key[0] if source == "fleet-lost-component-graph" and key else None
+        href = bucket_jobs_href(filters, points[0].get("x"), component)
+        if href is None:
+            raise dash.exceptions.PreventUpdate
+        return href
     if not trigger["prop_id"].startswith("fleet-lost-owner-graph"):
         return filters.href("/model", model=points[0]["customdata"][0])
     owner = points[0].get("y")

@@ -448,6 +448,8 @@ VIEWS = {
 PAGE_SIZE = 50
 # The Jobs list's own query arguments, kept when the filter bar changes (the page is not).
 LIST_KEYS = ("q", "status", "view", "component")
+# The most jobs "compare timelines" draws on one axis.
+MAX_TIMELINES = 8
 
 
 def _list_component(extra: dict[str, Any]) -> str | None:
@@ -563,10 +565,18 @@ def job_list(filters: Filters) -> Any:
         component=component,
     )
     bar = search_bar(filters, data.job_statuses())
+    if component:
+        bar = html.Div([bar, component_chip(filters, component)])
     if not found.rows:
-        if search or status:
+        if search or status or component:
             what = " and ".join(
-                p for p in (search and f"search {search!r}", status and f"status {status}") if p
+                p
+                for p in (
+                    search and f"search {search!r}",
+                    status and f"status {status}",
+                    component and f"component {COMPONENT_LABELS.get(component, component)}",
+                )
+                if p
             )
             empty = empty_state(
                 "job-empty",
@@ -580,6 +590,7 @@ def job_list(filters: Filters) -> Any:
     base = filters.with_(model=None, extra={})
     rows = [
         {
+            "job_id": r["job_id"],
             "job": md_link(r["job_id"], base.href("/job", job_id=r["job_id"])),
             "model": r["model"] or "",
             "team": r["owner"] or "",
@@ -627,7 +638,10 @@ def job_list(filters: Filters) -> Any:
                         num_col("nof", "NoF", 0),
                     ],
                     page_size=PAGE_SIZE,
+                    row_selectable="multi",
+                    selected_rows=[],
                 ),
+                timelines_picker(filters),
                 html.Div(
                     [
                         html.Span(f"{first:,}–{last:,} of {found.total:,}", id="job-page-range"),
@@ -636,10 +650,55 @@ def job_list(filters: Filters) -> Any:
                     className="ett-pager",
                 ),
                 note=f"{found.total:,} jobs match ({scope}), {_view_words(view, component)}; "
-                "● live marks a job still running. Pick one to see its timeline.",
+                "● live marks a job still running. Pick one to see its timeline, or tick up to "
+                f"{MAX_TIMELINES} to compare their timelines.",
             ),
         ]
     )
+
+
+def component_chip(filters: Filters, component: str) -> html.Div:
+    """The component filter a chart's bar opened the list with, and the link that clears it."""
+    name = COMPONENT_LABELS.get(component, component)
+    days = (
+        filters.start.isoformat()
+        if filters.start == filters.end
+        else f"{filters.start.isoformat()} to {filters.end.isoformat()}"
+    )
+    return html.Div(
+        [
+            html.Span(f"Jobs with time in {name} on {days} (UTC)", id="job-component-filter"),
+            dcc.Link("show all jobs", href=filters.href("/job", component=None, page=None)),
+        ],
+        className="ett-filter-notice",
+    )
+
+
+def timelines_picker(filters: Filters) -> html.Div:
+    """The button that opens the ticked jobs' timelines on one time axis (the compare page)."""
+    return html.Div(
+        [
+            dcc.Location(id="job-timelines-nav", refresh="callback-nav"),
+            dcc.Store(id="job-timelines-filters", data=filters.query(page=None)),
+            html.Button(
+                "Compare timelines",
+                id="job-compare-timelines",
+                n_clicks=0,
+                disabled=True,
+                className="ett-button",
+            ),
+            html.Span(
+                f"tick 2 to {MAX_TIMELINES} jobs", id="job-timelines-note", className="ett-note"
+            ),
+        ],
+        className="ett-timelines-pick",
+    )
+
+
+def picked_jobs(rows: list[dict[str, Any]] | None, selected: list[int] | None) -> list[str]:
+    """The ticked rows' job ids, in the order they were ticked."""
+    rows = rows or []
+    return [rows[i]["job_id"] for i in selected or [] if 0 <= i < len(rows)]
 
 
 def quarantine_block(job_id: str, error: str) -> html.Div:
@@ -802,6 +861,39 @@ def _search(
         view=view or None,
         component=component or None,
     )
+
+
+@callback(
+    Output("job-compare-timelines", "disabled"),
+    Output("job-timelines-note", "children"),
+    Input("job-list-table", "selected_rows"),
+    prevent_initial_call=True,
+)
+def _ticked(selected: list[int] | None) -> tuple[bool, str]:
+    """The button opens 2 to MAX_TIMELINES ticked jobs."""
+    n = len(selected or [])
+    if n > MAX_TIMELINES:
+        return True, f"{n} ticked: untick {n - MAX_TIMELINES} (at most {MAX_TIMELINES})"
+    return n < 2, f"{n} ticked (2 to {MAX_TIMELINES})"
+
+
+@callback(
+    Output("job-timelines-nav", "href"),
+    Input("job-compare-timelines", "n_clicks"),
+    State("job-list-table", "data"),
+    State("job-list-table", "selected_rows"),
+    State("job-timelines-filters", "data"),
+    prevent_initial_call=True,
+)
+def _compare_timelines(
+    n: int, rows: list[dict[str, Any]], selected: list[int], query: dict[str, str]
+) -> str:
+    """The ticked jobs' timelines, aligned at submission, on the compare page."""
+    jobs = picked_jobs(rows, selected)
+    if not n or not 2 <= len(jobs) <= MAX_TIMELINES:
+        raise dash.exceptions.PreventUpdate
+    filters = Filters.from_query(query).with_(extra={})
+    return filters.href("/compare", timelines=",".join(jobs), model=None)
 
 
 @callback(

@@ -10,7 +10,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.metrics.core import MIN_BASE_JOBS
 from backend.params import MODEL_WINDOW_DAYS
-from dashboard import data, figures, numbers
+from dashboard import cache, data, figures, numbers
 from dashboard.components import (
     NO_DATA_HINT,
     annotation_list,
@@ -24,6 +24,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_bucket_clicks,
     register_deferred,
     register_filter_callback,
     section,
@@ -169,9 +170,15 @@ def _minutes(seconds: Any) -> float | None:
     return seconds / 60.0 if isinstance(seconds, int | float) else None
 
 
+def model_page(model: str, filters: Filters) -> dict[str, Any] | None:
+    """The model's read, once per page load: the layout and the part below share it."""
+    key = (model, *cache.filters_key(filters))
+    return cache.memo("model_page", key, lambda: data.model_page(model, filters))
+
+
 def model_body(model: str, filters: Filters) -> list[Any]:
     """Everything about one model in the range."""
-    page = data.model_page(model, filters)
+    page = model_page(model, filters)
     head: list[Any] = [
         html.H1(["Model ", html.Span(model, id="model-name")]),
         dcc.Location(id="model-click-nav", refresh="callback-nav"),
@@ -293,7 +300,7 @@ def below(query: dict[str, Any]) -> list[Any]:
     """The model page under the first screen: lost GPU-hours, Level 1 per job, the jobs."""
     filters = Filters.from_query(query)
     model = filters.model
-    page = data.model_page(model, filters) if model else None
+    page = model_page(model, filters) if model else None
     if page is None or not page["jobs"]:
         return []
     jobs = page["jobs"]
@@ -417,6 +424,7 @@ def layout(**query: Any) -> html.Div:
         models=data.model_names(),
         teams=data.team_names(),
         show_label=False,
+        quick=True,
     )
     if not filters.model:
         return html.Div([html.H1("Models"), bar, model_list(filters)])
@@ -428,6 +436,7 @@ dash.register_page(
     __name__, path="/model", name="Models", title="ETT% · model", order=1, layout=layout
 )
 register_filter_callback(PREFIX)
+register_bucket_clicks(PREFIX, "model-lost-component-graph")
 register_deferred(PREFIX, below)
 
 

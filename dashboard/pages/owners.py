@@ -19,6 +19,7 @@ from dashboard.components import (
     md_link,
     nothing_shown,
     num_col,
+    register_bucket_clicks,
     register_deferred,
     register_filter_callback,
     section,
@@ -48,6 +49,7 @@ def layout(**query: Any) -> html.Div:
         owners=data.owner_names(),
         show_owner=True,
         show_label=False,
+        quick=True,
     )
     held = data.owner_components(filters.with_(owner=None))
     held_shown = held[held["owner"] == filters.owner] if filters.owner else held
@@ -622,4 +624,5 @@ dash.register_page(
     __name__, path="/owners", name="Owners", title="ETT% · owners", order=4, layout=layout
 )
 register_filter_callback(PREFIX)
+register_bucket_clicks(PREFIX, "owners-trend-graph")
 register_deferred(PREFIX, below)

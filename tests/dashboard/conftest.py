@@ -15,6 +15,14 @@ from dashboard.app import get_dash_app
 from dashboard.context import ENVIRON_KEY, DashboardContext
 
 
+@pytest.fixture(autouse=True)
+def _no_remembered_reads() -> None:
+    """Each test reads its own database afresh (the pages' reads live cache.TTL_S seconds)."""
+    from dashboard import cache
+
+    cache.clear()
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium for the module."""

@@ -86,3 +86,27 @@ def test_relative_and_inclusive_dates_like_the_api() -> None:
     assert (f.start, f.end) == (date(2026, 11, 24), today)
     f = Filters.from_query({"start": "2026-11-01", "end": "2026-11-30"}, today=today)
     assert f.end_ts - f.start_ts == 30 * 86400.0
+
+
+def test_a_quick_range_is_relative_to_today_and_wins_over_stale_dates() -> None:
+    week = Filters.from_query(
+        {"range": "7d", "start": "2020-01-01", "end": "2020-02-01"}, today=TODAY
+    )
+    assert (week.start, week.end) == (date(2026, 5, 14), TODAY)
+    assert week.quick == "7d" and week.bucket == "day"
+    # The link keeps the range: opened two days later it shows the seven days up to then.
+    later = Filters.from_query(week.query(), today=date(2026, 5, 22))
+    assert (later.start, later.end) == (date(2026, 5, 16), date(2026, 5, 22))
+    day = Filters.from_query({"range": "24h"}, today=TODAY)
+    assert (day.start, day.end) == (date(2026, 5, 19), TODAY)  # yesterday and today
+    quarter = Filters.from_query({"range": "90d"}, today=TODAY)
+    assert (quarter.end - quarter.start).days == 89 and quarter.bucket == "week"
+    unknown = Filters.from_query({"range": "13d", "start": "2026-05-01"}, today=TODAY)
+    assert unknown.quick is None and unknown.start == date(2026, 5, 1)
+
+
+def test_auto_refresh_reads_from_the_url() -> None:
+    assert Filters.from_query({"refresh": "30s"}, today=TODAY).refresh_s == 30
+    assert Filters.from_query({"refresh": "5m"}, today=TODAY).refresh_s == 300
+    assert Filters.from_query({"refresh": "1s"}, today=TODAY).refresh_s == 0
+    assert Filters.from_query({}, today=TODAY).refresh_s == 0
