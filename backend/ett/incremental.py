@@ -164,6 +164,9 @@ class AccountState:
     loops: dict[int, dict[str, Any]]
     # The pieces of [submission, S), the last one cut at S.
     pieces: list[Piece] = field(default_factory=list)
+    # The store's bookkeeping of the raw rows read (backend.results.recompute), carried along
+    # unchanged: the engine never reads it.
+    marks: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The state as JSON text (exact floats: orjson writes the shortest round-trip form)."""
