@@ -76,13 +76,19 @@ def refresh_extended_rollups(
 ) -> None:
     """refresh_job_rollups for an open job extended in place (backend.ett.incremental): its
     intervals before `since` are unchanged, and so are its failures and its job row, so only
-    its fleet_job_days from the UTC day of `since` on are rewritten, from `result`'s intervals.
+    its fleet_job_days from the UTC day of `since` on are rewritten, from `result`'s intervals
+    (an extension from a folded state holds those of the kept pieces, which start by then).
 
     The cost is that of the days rewritten (usually one), not of the job's history. An
     interval crossing into that day counts from midnight on, as split_by_day cuts it.
     """
     s = db_session
     d0 = day_start(since)
+    ivs = result.intervals
+    if not ivs or (ivs[0].start > d0 and ivs[0].start != result.submitted_at):
+        # The answer does not hold every interval of those days (a fold reached past d0).
+        refresh_job_rollups(db_session=s, job_ids=[job_id])
+        return
     model = result.model or NO_MODEL
     delta: dict[tuple[float, str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for day, comp, phase, old_model, wall_s, gpu_s in s.execute(
@@ -98,7 +104,6 @@ def refresh_extended_rollups(
         d = delta[(day, old_model, comp, phase)]
         d[0] -= wall_s
         d[1] -= gpu_s
-    ivs = result.intervals
     first = bisect.bisect_right(ivs, d0, key=lambda iv: iv.end)
     tail = [(max(iv.start, d0), iv.end, iv.component, iv.phase, iv.gpus) for iv in ivs[first:]]
     new_days: list[dict[str, Any]] = []

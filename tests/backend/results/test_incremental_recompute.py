@@ -249,6 +249,7 @@ def test_an_extension_across_midnight_rewrites_only_its_last_days(database, sett
 
     monkeypatch.setattr(recompute, "refresh_extended_rollups", spying)
     sent: set[str] = set()
+    folds: list[bool] = []
     cut = midnight - 5_400
     while cut <= midnight + 7_200:
         batch = [
@@ -264,11 +265,16 @@ def test_an_extension_across_midnight_rewrites_only_its_last_days(database, sett
             s.commit()
         with database.session() as s:
             kept_days, kept_fleet = _job_days(s, "cross"), _fleet_rows(s)
+            kept, kept_ivs = _rows(s, "cross")
+            state = s.get(JobAccountingState, "cross")
+            folds.append(state is not None and AccountState.from_json(state.state).fold is not None)
             recompute.recompute_job(
                 db_session=s, job_id="cross", settings=settings, now=cut, incremental=False
             )
             again_days, again_fleet = _job_days(s, "cross"), _fleet_rows(s)
+            again, again_ivs = _rows(s, "cross")
             s.rollback()
+        assert kept == again and kept_ivs == again_ivs, cut
         assert kept_days == again_days, cut
         assert [r[:3] for r in kept_fleet] == [r[:3] for r in again_fleet], cut
         for a, b in zip(kept_fleet, again_fleet, strict=True):
@@ -278,6 +284,8 @@ def test_an_extension_across_midnight_rewrites_only_its_last_days(database, sett
     assert len(days_from) >= 6
     # After midnight the extensions start within the second day: the first is left alone.
     assert days_from[-1] >= midnight
+    # Past midnight the first day's pieces were folded into sums (the state keeps the second's).
+    assert folds[-1] and not folds[0]
 
 
 def _window(job_id: str, n: int, t: float) -> dict[str, Any]:
