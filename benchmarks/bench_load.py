@@ -155,6 +155,10 @@ class Freshness:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.high = 0.0
+        # What the database's other sessions were doing at each poll: (wait type, wait event,
+        # statement's first words) -> polls. A lock wait shows as ("Lock", "transactionid", ...).
+        self.activity: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.polls = 0
 
     def arrived(self, job_id: str, accepted: int, at: float) -> None:
         """A batch of this job with `accepted` new events was committed by `at` (its 200)."""
@@ -174,8 +178,12 @@ class Freshness:
                     # late carries a time older than others already seen, so look well back.
                     {"h": self.high - 300.0},
                 ).all()
+                busy = conn.execute(_ACTIVITY).all()
             seen = time.time()
             with self.lock:
+                self.polls += 1
+                for wait_type, wait_event, query in busy:
+                    self.activity[(wait_type or "CPU", wait_event or "-", query or "")] += 1
                 for job_id, computed_at, events in rows:
                     self.high = max(self.high, computed_at)
                     arrivals = self.waiting.get(job_id)
@@ -189,11 +197,30 @@ class Freshness:
         with self.lock:
             self.waiting.clear()
             self.samples.clear()
+            self.activity.clear()
+            self.polls = 0
+
+    def busiest(self, n: int = 6) -> list[dict[str, Any]]:
+        """The commonest (wait, statement) pairs of the other sessions, per poll."""
+        with self.lock:
+            top = sorted(self.activity.items(), key=lambda kv: -kv[1])[:n]
+            polls = max(1, self.polls)
+        return [
+            {"wait": f"{w}:{e}", "statement": q, "sessions_per_poll": round(c / polls, 3)}
+            for (w, e, q), c in top
+        ]
 
     def unresolved(self) -> list[float]:
         """The 200s of batches not yet reflected."""
         with self.lock:
             return [at for v in self.waiting.values() for _n, at in v]
+
+
+_ACTIVITY = text(
+    "SELECT wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 48)"
+    " FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'"
+    " AND pid <> pg_backend_pid()"
+)
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -388,6 +415,8 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
             fresh.stop.set()
             fresh.thread.join(5)
             fresh.db.dispose()
+            figures["load_average_1m"] = round(os.getloadavg()[0], 2)
+            figures["database_activity"] = fresh.busiest()
             left = len(fresh.unresolved())
             samples = fresh.samples + [float("inf")] * left
             p50, p99 = pct(samples, 50), pct(samples, 99)
