@@ -59,6 +59,7 @@ from backend.ett.timeline import (
 STATE_VERSION = 1
 
 UNATTRIBUTED = "unattributed"
+BLOCKING = "checkpoint_blocking"
 
 # Pieces are folded into sums whole days at a time: those ending by 00:00 UTC of the day of the
 # last final effective piece. The pieces kept are then at most about a day's, and an
@@ -536,6 +537,14 @@ def extend(
     """
     a = state.attempt
     s = state.settled_at
+    # A window may start before S inside the last save's blocking time, which ends at S (an
+    # agent whose window runs from the save's start): rule 1 keeps that time blocking.
+    last = state.pieces[-1] if state.pieces else None
+    blocked_from = (
+        last[0]
+        if last is not None and last[1] == s and last[3] == WASTED and last[4] == BLOCKING
+        else s
+    )
     windows: list[Window] = []
     saves: list[Checkpoint] = []
     latest = state.last_event_at
@@ -552,7 +561,7 @@ def extend(
             raise NeedsFull(f"{etype} {eid!r} is not of the live attempt {a}")
         if etype == "progress":
             w = _window(ev, eid, a)
-            if w.start < s or (
+            if w.start < blocked_from or (
                 state.last_window_start is not None and w.start <= state.last_window_start
             ):
                 raise NeedsFull(f"progress {eid!r} lands inside the settled prefix")
@@ -604,8 +613,11 @@ def extend(
     live.end = max(job_end, live.start)
 
     # The progress layer after S, from the mark reached before it (a zero-length seed window).
-    seed = [] if state.hwm is None else [Window(s, s, a, state.hwm, state.hwm, "")]
+    at = min(s, windows[0].start) if windows else s
+    seed = [] if state.hwm is None else [Window(at, at, a, state.hwm, state.hwm, "")]
     layer = progress_layer(seed + windows, WarningLog())
+    if at < s:  # [at, S) is the old save's blocking time
+        layer = clip(layer, s, MAX_TIME)
     # Rule 1 over rule 2, as partition() overlays them (old saves all end by S).
     blocking = checkpoint_layer(saves)
     if blocking:

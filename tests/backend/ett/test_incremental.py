@@ -363,3 +363,53 @@ def test_an_agent_like_job_folds_its_pieces_and_keeps_a_bounded_state():
         assert r.full == 1 and r.state.fold is not None
         assert len(full.intervals) > 100
         assert max(sizes[50:]) < 30  # about 300 s of pieces, not the job's 130
+
+
+def test_a_window_from_the_save_s_start_extends_the_state():
+    """An agent whose next window starts when the save starts (bench_load's), so the window
+    overlaps the save's blocking time before S: rule 1 keeps that time blocking, and the batch
+    extends the state instead of recomputing the job, folded or not."""
+    for grain_s in (86_400.0, 200.0):
+        with folding_every(grain_s):
+            events = [_ev("sub", "job_submitted", ts=0.0, model="m", gpus=8)]
+            events.append(_ev("a0", "attempt_started", attempt=0, ts=10.0))
+            events.append(_ev("i0", "phase", attempt=0, phase="trainer_init", start=10.0, end=40.0))
+            r = Replay()
+            r.batch(events, now=40.0)
+            t, cursor = 40.0, 0.0
+            for k in range(60):
+                batch = [
+                    _ev(
+                        f"p{k}",
+                        "progress",
+                        attempt=0,
+                        start=t,
+                        end=t + 30.0,
+                        cursor_start=cursor,
+                        cursor_end=cursor + 30.0,
+                        steps=30,
+                    )
+                ]
+                t, cursor = t + 30.0, cursor + 30.0
+                if k % 5 == 4:  # the save blocks 20 s; the next window starts at its start
+                    batch.append(
+                        _ev(f"c{k}", "checkpoint", attempt=0, start=t, blocking_end=t + 20.0)
+                    )
+                inc, full = r.batch(batch, now=t + 21.0)
+                assert_same(inc, full)
+            assert r.full == 1, grain_s
+            assert full.wasted["checkpoint_blocking"] == 12 * 20.0
+            # A window starting before the save is inside the prefix: recomputed in full.
+            early = _ev(
+                "late",
+                "progress",
+                attempt=0,
+                start=t - 25.0,
+                end=t + 40.0,
+                cursor_start=cursor,
+                cursor_end=cursor + 10.0,
+                steps=10,
+            )
+            inc, full = r.batch([early], now=t + 41.0)
+            assert_same(inc, full)
+            assert r.full == 2
