@@ -96,6 +96,7 @@ class SimJob:
             self._ev("phase", a, phase="checkpoint_restore", start=t + 60, end=t + 90)
         self._ev("phase", a, phase="pt2_compile", start=t + 90, end=t + 180)
         self.last_window = t + 180
+        self.saving: tuple[float, float] | None = None
         self.next_beat = t + HEARTBEAT_S
         self.next_ckpt = t + 180 + CHECKPOINT_S
 
@@ -117,8 +118,14 @@ class SimJob:
             self.cursor += steps
             self.last_window = e
             if e >= self.next_ckpt:
-                self._ev("checkpoint", a, start=e, blocking_end=e + 20)
+                # As trainer_agent does: the loop resumes when the save's blocking part ends,
+                # and the checkpoint event is sent once the save is committed (not before).
+                self.saving = (e, e + 20)
+                self.last_window = e + 20
                 self.next_ckpt = e + CHECKPOINT_S
+        if self.saving is not None and self.saving[1] <= t:
+            self._ev("checkpoint", a, start=self.saving[0], blocking_end=self.saving[1])
+            self.saving = None
         while self.next_beat <= t:
             self._ev("heartbeat", a, ts=self.next_beat)
             self.next_beat += HEARTBEAT_S
