@@ -247,10 +247,15 @@ async def drive(
     fresh: Freshness,
     tag: str,
     history_days: float = 0.0,
+    lag_s: float = 3600.0,
 ) -> dict[str, Any]:
     """Run the fleet for `duration` real seconds; the ingest figures."""
     rng = random.Random(jobs)
-    sim0 = time.time() - 3600.0 - duration * speed  # simulated time stays in the past
+    # Simulated time stays in the past: it ends `lag_s` before the real clock (the worker's
+    # "now"). A lag under the heartbeat timeout (300 s) over the whole run keeps the jobs live
+    # to the worker, so it extends them; an hour (the default) makes them silent, so every
+    # batch is a full recompute.
+    sim0 = time.time() - lag_s - duration * speed
     # A fleet already running: jobs of ages up to 30 min (plus --history-days), their history
     # sent before measuring; none ends before the measurement starts.
     history_s = history_days * 86400.0
@@ -415,6 +420,7 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                     fresh,
                     f"j{jobs}",
                     args.history_days,
+                    args.lag_s,
                 )
             )
             figures["drain_after_s"] = round(wait_drained(db, 60), 1)
@@ -550,6 +556,14 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="jobs already this many days old (e.g. 1 or 7): their history is sent first",
+    )
+    p.add_argument(
+        "--lag-s",
+        type=float,
+        default=3600.0,
+        help="the simulated clock ends this far behind the real one; under the heartbeat "
+        "timeout less the run's simulated span and the history's sending time, the workers "
+        "see live jobs and extend them (issue 29)",
     )
     p.add_argument("--apis", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
