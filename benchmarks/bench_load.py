@@ -96,6 +96,7 @@ class SimJob:
             self._ev("phase", a, phase="checkpoint_restore", start=t + 60, end=t + 90)
         self._ev("phase", a, phase="pt2_compile", start=t + 90, end=t + 180)
         self.last_window = t + 180
+        self.saving: tuple[float, float] | None = None
         self.next_beat = t + HEARTBEAT_S
         self.next_ckpt = t + 180 + CHECKPOINT_S
 
@@ -117,8 +118,14 @@ class SimJob:
             self.cursor += steps
             self.last_window = e
             if e >= self.next_ckpt:
-                self._ev("checkpoint", a, start=e, blocking_end=e + 20)
+                # As trainer_agent does: the loop resumes when the save's blocking part ends,
+                # and the checkpoint event is sent once the save is committed (not before).
+                self.saving = (e, e + 20)
+                self.last_window = e + 20
                 self.next_ckpt = e + CHECKPOINT_S
+        if self.saving is not None and self.saving[1] <= t:
+            self._ev("checkpoint", a, start=self.saving[0], blocking_end=self.saving[1])
+            self.saving = None
         while self.next_beat <= t:
             self._ev("heartbeat", a, ts=self.next_beat)
             self.next_beat += HEARTBEAT_S
@@ -155,6 +162,10 @@ class Freshness:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.high = 0.0
+        # What the database's other sessions were doing at each poll: (wait type, wait event,
+        # statement's first words) -> polls. A lock wait shows as ("Lock", "transactionid", ...).
+        self.activity: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.polls = 0
 
     def arrived(self, job_id: str, accepted: int, at: float) -> None:
         """A batch of this job with `accepted` new events was committed by `at` (its 200)."""
@@ -174,8 +185,12 @@ class Freshness:
                     # late carries a time older than others already seen, so look well back.
                     {"h": self.high - 300.0},
                 ).all()
+                busy = conn.execute(_ACTIVITY).all()
             seen = time.time()
             with self.lock:
+                self.polls += 1
+                for wait_type, wait_event, query in busy:
+                    self.activity[(wait_type or "CPU", wait_event or "-", query or "")] += 1
                 for job_id, computed_at, events in rows:
                     self.high = max(self.high, computed_at)
                     arrivals = self.waiting.get(job_id)
@@ -189,11 +204,30 @@ class Freshness:
         with self.lock:
             self.waiting.clear()
             self.samples.clear()
+            self.activity.clear()
+            self.polls = 0
+
+    def busiest(self, n: int = 6) -> list[dict[str, Any]]:
+        """The commonest (wait, statement) pairs of the other sessions, per poll."""
+        with self.lock:
+            top = sorted(self.activity.items(), key=lambda kv: -kv[1])[:n]
+            polls = max(1, self.polls)
+        return [
+            {"wait": f"{w}:{e}", "statement": q, "sessions_per_poll": round(c / polls, 3)}
+            for (w, e, q), c in top
+        ]
 
     def unresolved(self) -> list[float]:
         """The 200s of batches not yet reflected."""
         with self.lock:
             return [at for v in self.waiting.values() for _n, at in v]
+
+
+_ACTIVITY = text(
+    "SELECT wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 48)"
+    " FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'"
+    " AND pid <> pg_backend_pid()"
+)
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -213,10 +247,15 @@ async def drive(
     fresh: Freshness,
     tag: str,
     history_days: float = 0.0,
+    lag_s: float = 3600.0,
 ) -> dict[str, Any]:
     """Run the fleet for `duration` real seconds; the ingest figures."""
     rng = random.Random(jobs)
-    sim0 = time.time() - 3600.0 - duration * speed  # simulated time stays in the past
+    # Simulated time stays in the past: it ends `lag_s` before the real clock (the worker's
+    # "now"). A lag under the heartbeat timeout (300 s) over the whole run keeps the jobs live
+    # to the worker, so it extends them; an hour (the default) makes them silent, so every
+    # batch is a full recompute.
+    sim0 = time.time() - lag_s - duration * speed
     # A fleet already running: jobs of ages up to 30 min (plus --history-days), their history
     # sent before measuring; none ends before the measurement starts.
     history_s = history_days * 86400.0
@@ -381,6 +420,7 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
                     fresh,
                     f"j{jobs}",
                     args.history_days,
+                    args.lag_s,
                 )
             )
             figures["drain_after_s"] = round(wait_drained(db, 60), 1)
@@ -388,6 +428,8 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
             fresh.stop.set()
             fresh.thread.join(5)
             fresh.db.dispose()
+            figures["load_average_1m"] = round(os.getloadavg()[0], 2)
+            figures["database_activity"] = fresh.busiest()
             left = len(fresh.unresolved())
             samples = fresh.samples + [float("inf")] * left
             p50, p99 = pct(samples, 50), pct(samples, 99)
@@ -514,6 +556,14 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="jobs already this many days old (e.g. 1 or 7): their history is sent first",
+    )
+    p.add_argument(
+        "--lag-s",
+        type=float,
+        default=3600.0,
+        help="the simulated clock ends this far behind the real one; under the heartbeat "
+        "timeout less the run's simulated span and the history's sending time, the workers "
+        "see live jobs and extend them (issue 29)",
     )
     p.add_argument("--apis", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)

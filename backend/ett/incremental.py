@@ -27,15 +27,20 @@ from typing import Any
 
 import orjson
 
-from backend.ett.engine import JobETT, account
-from backend.ett.livefacts import loop_facts
+from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
+from backend.ett.engine import Interval, JobETT, _summaries, account
+from backend.ett.level1 import FailureL1, Level1, level1, split_final_shutdown
+from backend.ett.livefacts import live_facts, loop_facts
 from backend.ett.partition import (
+    EFFECTIVE,
+    WASTED,
     Partition,
     PhaseTime,
     Piece,
     checkpoint_layer,
     clip,
     merge_adjacent,
+    piece_gpus,
     progress_layer,
     subtract,
 )
@@ -54,6 +59,13 @@ from backend.ett.timeline import (
 STATE_VERSION = 1
 
 UNATTRIBUTED = "unattributed"
+BLOCKING = "checkpoint_blocking"
+
+# Pieces are folded into sums whole days at a time: those ending by 00:00 UTC of the day of the
+# last final effective piece. The pieces kept are then at most about a day's, and an
+# extension's fleet rollup (which rewrites the job's days from the one its intervals changed
+# in) finds every interval of those days among them.
+FOLD_GRAIN_S = 86_400.0
 
 
 class NeedsFull(Exception):
@@ -164,6 +176,12 @@ class AccountState:
     loops: dict[int, dict[str, Any]]
     # The pieces of [submission, S), the last one cut at S.
     pieces: list[Piece] = field(default_factory=list)
+    # The accounting of the pieces folded away (before `pieces`), as running sums in the order
+    # the engine adds them (None: `pieces` starts at submission). See _fold.
+    fold: dict[str, Any] | None = None
+    # The store's bookkeeping of the raw rows read (backend.results.recompute), carried along
+    # unchanged: the engine never reads it.
+    marks: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The state as JSON text (exact floats: orjson writes the shortest round-trip form)."""
@@ -244,6 +262,7 @@ def settle(tl: Timeline, part: Partition) -> AccountState | None:
         or tail[0][4] is not None
     ):
         return None
+    fold, pieces = _fold(None, tl, clip(part.pieces, tl.submitted_at, s), s)
     return AccountState(
         job_id=tl.job_id,
         model=tl.model,
@@ -267,7 +286,190 @@ def settle(tl: Timeline, part: Partition) -> AccountState | None:
         warnings=warnings,
         phases={name: [pt.total_s, pt.exposed_s] for name, pt in part.phases.items()},
         loops=loop_facts(tl),
-        pieces=clip(part.pieces, tl.submitted_at, s),
+        pieces=pieces,
+        fold=fold,
+    )
+
+
+def _fold_point(tl: Timeline, pieces: Sequence[Piece]) -> int:
+    """How many leading pieces may be folded into sums: 0 unless the accounting of each is
+    final (docs/ACCOUNTING.md "Folding the settled prefix").
+
+    K is the last effective piece before the last one (which an extension may still grow).
+    Every failure lies before K's end, so each failure's recovery, the TTS and the TTR
+    windows are decided by pieces up to K; every folded piece ends before K, so none of it is
+    final shutdown; the live state's current piece is found from K on. The pieces folded end
+    by 00:00 UTC of the day K starts in.
+    """
+    k = next((i for i in range(len(pieces) - 2, -1, -1) if pieces[i][3] == EFFECTIVE), None)
+    if k is None:
+        return 0
+    pk = pieces[k]
+    if k > 0:
+        q = pieces[k - 1]
+        if q[3] == EFFECTIVE and q[2] == pk[2] and q[1] == pk[0]:
+            return 0
+    if not (tl.last_event_at > pk[0] and tl.ended_at > pk[0]):
+        return 0
+    if any(max(f.ts, tl.submitted_at) >= pk[1] for f in tl.failures):
+        return 0
+    horizon = math.floor(pk[0] / FOLD_GRAIN_S) * FOLD_GRAIN_S
+    n = 0
+    while n < k and pieces[n][1] <= horizon:
+        n += 1
+    return n
+
+
+def _first_fold(tl: Timeline, pieces: list[Piece], settled_at: float) -> dict[str, Any]:
+    """The fold's fixed Level-1 facts (from every piece since submission) and zero sums."""
+    l1 = level1(pieces, tl.failures, tl.submitted_at, settled_at)
+    first_eff = next(p[0] for p in pieces if p[3] == EFFECTIVE)
+    first_fail = l1.failures[0].ts if l1.failures else None
+    tts_end = min(x for x in (first_eff, first_fail, settled_at) if x is not None)
+    windows = [[tl.submitted_at, tts_end, None, "tts", None]]
+    windows += [
+        [f.ts, f.recovered_at, None, "ttr", None] for f in l1.failures if f.recovered_at > f.ts
+    ]
+    return {
+        "tts": [l1.tts_s, l1.tts_interrupted, l1.tts_censored],
+        "failures": [_failure_l1_doc(f) for f in l1.failures],
+        "windows": windows,
+        "components": dict.fromkeys(COMPONENTS, 0.0),
+        "wasted": dict.fromkeys(WASTE_KINDS, 0.0),
+        "effective_s": 0.0,
+        "waste_s": 0.0,
+        "shutdown_s": 0.0,
+        "e2e_gpu_s": 0.0,
+        "effective_gpu_s": 0.0,
+        "attempt_effective": [],
+    }
+
+
+def _failure_l1_doc(f: FailureL1) -> dict[str, Any]:
+    doc = {x.name: getattr(f, x.name) for x in fields(FailureL1)}
+    doc["cascade"] = [dict(c) for c in f.cascade]
+    return doc
+
+
+def _fold(
+    fold: dict[str, Any] | None, tl: Timeline, pieces: list[Piece], settled_at: float
+) -> tuple[dict[str, Any] | None, list[Piece]]:
+    """Fold what _fold_point allows of `pieces` into the sums: (the fold, the pieces kept)."""
+    n = _fold_point(tl, pieces)
+    if n == 0:
+        return fold, pieces
+    out = _first_fold(tl, pieces, settled_at) if fold is None else _copy_fold(fold)
+    head = pieces[:n]
+    _add_pieces(out, head, piece_gpus(tl, head))
+    last_effective = next(p[1] for p in pieces[n:] if p[3] == EFFECTIVE)
+    waste, shutdown = out["waste_s"], out["shutdown_s"]
+    for q in subtract([p for p in head if p[3] != EFFECTIVE], out["windows"]):
+        w, sh = split_final_shutdown(q, last_effective)
+        waste += w
+        shutdown += sh
+    out["waste_s"], out["shutdown_s"] = waste, shutdown
+    return out, pieces[n:]
+
+
+def _copy_fold(fold: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(fold)
+    out["components"] = dict(fold["components"])
+    out["wasted"] = dict(fold["wasted"])
+    out["attempt_effective"] = [list(x) for x in fold["attempt_effective"]]
+    return out
+
+
+def _add_pieces(fold: dict[str, Any], pieces: Sequence[Piece], gpus: Sequence[int]) -> None:
+    """Add pieces to the fold's running sums, in the order the engine adds them."""
+    components, wasted = fold["components"], fold["wasted"]
+    eff_s, e2e_gpu, eff_gpu = fold["effective_s"], fold["e2e_gpu_s"], fold["effective_gpu_s"]
+    per_attempt = {x[0]: x for x in fold["attempt_effective"]}
+    for (s, e, attempt, component, phase), g in zip(pieces, gpus, strict=True):
+        components[component] += e - s
+        gpu_s = (e - s) * g
+        e2e_gpu += gpu_s
+        if component == EFFECTIVE:
+            eff_s += e - s
+            eff_gpu += gpu_s
+            acc = per_attempt.get(attempt)
+            if acc is None:
+                acc = per_attempt[attempt] = [attempt, s, e - s]
+                fold["attempt_effective"].append(acc)
+            else:
+                acc[2] += e - s
+        elif component == WASTED and phase is not None:
+            wasted[phase] += e - s
+    fold["effective_s"], fold["e2e_gpu_s"], fold["effective_gpu_s"] = eff_s, e2e_gpu, eff_gpu
+
+
+def _account_folded(
+    tl: Timeline,
+    pieces: list[Piece],
+    phases: dict[str, PhaseTime],
+    loops: Mapping[int, Mapping[str, Any]],
+    fold: Mapping[str, Any],
+) -> JobETT:
+    """engine.account over the folded pieces (as the fold's sums) and `pieces`, the rest.
+
+    The same sums in the same order, so the same floats; the answer's intervals are those of
+    `pieces` only (the folded ones are stored already and never change).
+    """
+    gpus = piece_gpus(tl, pieces)
+    acc = _copy_fold(fold)
+    _add_pieces(acc, pieces, gpus)
+    last_effective = next(p[1] for p in reversed(pieces) if p[3] == EFFECTIVE)
+    tts_s, tts_interrupted, tts_censored = fold["tts"]
+    l1 = Level1(
+        effective_s=acc["effective_s"],
+        tts_s=tts_s,
+        tts_interrupted=tts_interrupted,
+        tts_censored=tts_censored,
+        failures=[
+            FailureL1(**{**f, "cascade": [dict(c) for c in f["cascade"]]}) for f in fold["failures"]
+        ],
+        in_loop_waste_s=fold["waste_s"],
+        final_shutdown_s=fold["shutdown_s"],
+    )
+    for q in subtract([p for p in pieces if p[3] != EFFECTIVE], fold["windows"]):
+        w, sh = split_final_shutdown(q, last_effective)
+        l1.in_loop_waste_s += w
+        l1.final_shutdown_s += sh
+    live = live_facts(tl, pieces, loops=loops)
+    per_attempt = {x[0]: x for x in acc["attempt_effective"]}
+    for entry in live["attempts"]:
+        eff = per_attempt.get(entry["attempt"])
+        entry["first_effective_at"] = eff[1] if eff else None
+        entry["effective_s"] = eff[2] if eff else 0.0
+    intervals = [Interval(*p, g) for p, g in zip(pieces, gpus, strict=True)]
+    return JobETT(
+        job_id=tl.job_id,
+        model=tl.model,
+        gpus=tl.gpus,
+        labels=tl.labels,
+        config=tl.config,
+        status=tl.status,
+        provisional=tl.provisional,
+        abandoned=tl.abandoned,
+        submitted_at=tl.submitted_at,
+        ended_at=tl.ended_at,
+        e2e_s=tl.ended_at - tl.submitted_at,
+        components=acc["components"],
+        wasted=acc["wasted"],
+        l1=l1,
+        phases=phases,
+        warnings=tl.warnings.to_list(),
+        intervals=intervals,
+        attempts=_summaries(tl.attempts),
+        live_tail_start=(
+            min(tl.last_event_at, tl.ended_at)
+            if tl.provisional and tl.last_event_at < tl.ended_at
+            else None
+        ),
+        spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
+        events=tl.events,
+        live=live,
+        e2e_gpu_s=acc["e2e_gpu_s"],
+        effective_gpu_s=acc["effective_gpu_s"],
     )
 
 
@@ -335,6 +537,14 @@ def extend(
     """
     a = state.attempt
     s = state.settled_at
+    # A window may start before S inside the last save's blocking time, which ends at S (an
+    # agent whose window runs from the save's start): rule 1 keeps that time blocking.
+    last = state.pieces[-1] if state.pieces else None
+    blocked_from = (
+        last[0]
+        if last is not None and last[1] == s and last[3] == WASTED and last[4] == BLOCKING
+        else s
+    )
     windows: list[Window] = []
     saves: list[Checkpoint] = []
     latest = state.last_event_at
@@ -351,7 +561,7 @@ def extend(
             raise NeedsFull(f"{etype} {eid!r} is not of the live attempt {a}")
         if etype == "progress":
             w = _window(ev, eid, a)
-            if w.start < s or (
+            if w.start < blocked_from or (
                 state.last_window_start is not None and w.start <= state.last_window_start
             ):
                 raise NeedsFull(f"progress {eid!r} lands inside the settled prefix")
@@ -403,8 +613,11 @@ def extend(
     live.end = max(job_end, live.start)
 
     # The progress layer after S, from the mark reached before it (a zero-length seed window).
-    seed = [] if state.hwm is None else [Window(s, s, a, state.hwm, state.hwm, "")]
+    at = min(s, windows[0].start) if windows else s
+    seed = [] if state.hwm is None else [Window(at, at, a, state.hwm, state.hwm, "")]
     layer = progress_layer(seed + windows, WarningLog())
+    if at < s:  # [at, S) is the old save's blocking time
+        layer = clip(layer, s, MAX_TIME)
     # Rule 1 over rule 2, as partition() overlays them (old saves all end by S).
     blocking = checkpoint_layer(saves)
     if blocking:
@@ -450,7 +663,10 @@ def extend(
     if windows:
         loops[a] = _extend_loop(loops.get(a), windows)
     phases = {name: PhaseTime(total, exposed) for name, (total, exposed) in state.phases.items()}
-    result = account(tl, pieces, phases, loops=loops)
+    if state.fold is None:
+        result = account(tl, pieces, phases, loops=loops)
+    else:
+        result = _account_folded(tl, pieces, phases, loops, state.fold)
 
     new_s = max([s] + [w.end for w in windows[-1:]] + [c.end for c in saves])
     if windows:
@@ -463,6 +679,10 @@ def extend(
         hwm = state.hwm
     docs = list(state.attempts)
     docs[-1] = _attempt_doc(live)
+    # The pieces before the old S are final: only the junction is cut at the new S.
+    fold, kept = _fold(
+        state.fold, tl, prefix[:-1] + clip(junction, state.submitted_at, new_s), new_s
+    )
     nxt = replace(
         state,
         settled_at=new_s,
@@ -474,7 +694,7 @@ def extend(
         events=tl.events,
         attempts=docs,
         loops=loops,
-        # The pieces before the old S are final: only the junction is cut at the new S.
-        pieces=prefix[:-1] + clip(junction, state.submitted_at, new_s),
+        pieces=kept,
+        fold=fold,
     )
     return result, nxt

@@ -274,13 +274,18 @@ def load_events_after(
     return events, last, len(events)
 
 
-def count_rows_up_to(*, db_session: Session, job_id: str, row: int) -> int:
-    """How many of the job's raw rows have an id at most `row` (a late commit below it shows)."""
+def count_rows_up_to(
+    *, db_session: Session, job_id: str, row: int, after_row: int | None = None
+) -> int:
+    """How many of the job's raw rows have an id at most `row` (and over `after_row`, when
+    given): a late commit below `row` shows as one more."""
     stmt = (
         select(func.count())
         .select_from(RawEvent)
         .where(RawEvent.job_id == job_id, RawEvent.id <= row)
     )
+    if after_row is not None:
+        stmt = stmt.where(RawEvent.id > after_row)
     return int(db_session.scalar(stmt) or 0)
 
 

@@ -7,6 +7,7 @@ interval at the GPUs of its attempt, the job's outside attempts.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -68,6 +69,64 @@ def refresh_job_rollups(*, db_session: Session, job_ids: Iterable[str]) -> None:
         _refresh_chunk(db_session, list(chunk))
     # Finished jobs' first final result (or a correction of it) goes to the /metrics ledger.
     book_jobs(db_session=db_session, job_ids=ids)
+
+
+def refresh_extended_rollups(
+    *, db_session: Session, job_id: str, result: Any, since: float
+) -> None:
+    """refresh_job_rollups for an open job extended in place (backend.ett.incremental): its
+    intervals before `since` are unchanged, and so are its failures and its job row, so only
+    its fleet_job_days from the UTC day of `since` on are rewritten, from `result`'s intervals
+    (an extension from a folded state holds those of the kept pieces, which start by then).
+
+    The cost is that of the days rewritten (usually one), not of the job's history. An
+    interval crossing into that day counts from midnight on, as split_by_day cuts it.
+    """
+    s = db_session
+    d0 = day_start(since)
+    ivs = result.intervals
+    if not ivs or (ivs[0].start > d0 and ivs[0].start != result.submitted_at):
+        # The answer does not hold every interval of those days (a fold reached past d0).
+        refresh_job_rollups(db_session=s, job_ids=[job_id])
+        return
+    model = result.model or NO_MODEL
+    delta: dict[tuple[float, str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for day, comp, phase, old_model, wall_s, gpu_s in s.execute(
+        select(
+            FleetJobDay.day,
+            FleetJobDay.component,
+            FleetJobDay.phase,
+            FleetJobDay.model,
+            FleetJobDay.wall_s,
+            FleetJobDay.gpu_s,
+        ).where(FleetJobDay.job_id == job_id, FleetJobDay.day >= d0)
+    ):
+        d = delta[(day, old_model, comp, phase)]
+        d[0] -= wall_s
+        d[1] -= gpu_s
+    first = bisect.bisect_right(ivs, d0, key=lambda iv: iv.end)
+    tail = [(max(iv.start, d0), iv.end, iv.component, iv.phase, iv.gpus) for iv in ivs[first:]]
+    new_days: list[dict[str, Any]] = []
+    for (day, comp, phase), (wall_s, gpu_s) in _job_days(tail, result.gpus):
+        ph = phase or NO_PHASE
+        new_days.append(
+            {
+                "job_id": job_id,
+                "day": day,
+                "component": comp,
+                "phase": ph,
+                "model": model,
+                "wall_s": wall_s,
+                "gpu_s": gpu_s,
+            }
+        )
+        d = delta[(day, model, comp, ph)]
+        d[0] += wall_s
+        d[1] += gpu_s
+    s.execute(delete(FleetJobDay).where(FleetJobDay.job_id == job_id, FleetJobDay.day >= d0))
+    for part in _chunks(new_days, 2000):
+        s.execute(insert(FleetJobDay), list(part))
+    _apply_delta(s, delta)
 
 
 def _refresh_chunk(s: Session, ids: list[str]) -> None:

@@ -17,13 +17,14 @@ minute refresh of an idle open job (mark_stale_open_jobs) is an extension with n
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -39,7 +40,7 @@ from backend.events.store import (
     load_events,
     load_events_after,
 )
-from backend.fleet.rollups import refresh_job_rollups
+from backend.fleet.rollups import refresh_extended_rollups, refresh_job_rollups
 from backend.health import RECOMPUTE_FAILURES
 from backend.jobs import quarantine
 from backend.jobs.models import Job, JobQuarantine
@@ -156,6 +157,38 @@ def _engine_rules(settings: Settings | None) -> tuple[float, float]:
     )
 
 
+def _rows_settled_before(db_session: Session, read_at: float | None) -> bool:
+    """True when no raw row read at `read_at` can still commit below the mark: every
+    transaction that could have held one (begun by then) has ended.
+
+    Postgres numbers rows when they are inserted, not when they commit, so an ingest open
+    while the state was read may commit a row below its mark; any such transaction began
+    before the read. SQLite has one writer, whose rows are numbered above every committed one.
+    """
+    if db_session.get_bind().dialect.name != "postgresql":
+        return True
+    if read_at is None:
+        return False
+    oldest, hidden = db_session.execute(_OLDEST_TRANSACTION).one()
+    # A session of another role shows no state or start: it might be such an ingest.
+    return not hidden and (oldest is None or float(oldest) > read_at)
+
+
+_OLDEST_TRANSACTION = text(
+    "SELECT extract(epoch FROM min(xact_start)), "
+    "count(*) FILTER (WHERE state IS NULL AND backend_type = 'client backend') "
+    "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+_NOW = text("SELECT extract(epoch FROM clock_timestamp())")
+
+
+def _read_time(db_session: Session) -> float | None:
+    """The database's clock after a read (the marks' time; None on SQLite, which needs none)."""
+    if db_session.get_bind().dialect.name != "postgresql":
+        return None
+    return float(db_session.scalar(_NOW))
+
+
 def _extend(
     *,
     db_session: Session,
@@ -164,22 +197,35 @@ def _extend(
     now: float,
     heartbeat_s: float,
     abandon_s: float,
-) -> JobETT | None:
-    """The job's answer extended from its settled state (docs/ACCOUNTING.md), stored; None when
-    it has none that holds (no row, other rules, a row committed below its mark) or the batch
-    needs the full recompute."""
+) -> tuple[JobETT, float] | None:
+    """The job's answer extended from its settled state (docs/ACCOUNTING.md), stored, with
+    the earliest instant its intervals changed from; None when it has none that holds (no row, other
+    rules, a row committed below its mark) or the batch needs the full recompute.
+
+    The check for rows committed below the mark counts only the rows above the state's final
+    row (`marks`): the rows read by the last reads, not the job's history.
+    """
     row = db_session.get(JobAccountingState, job_id)
     if row is None or row.rules != rules:
         return None
+    state = AccountState.from_json(row.state)
+    marks = state.marks
+    final_row, final_rows = marks.get("final_row"), marks.get("final_rows", 0)
+    # Decided before the count: a transaction that ends after this is seen by the count.
+    settled = _rows_settled_before(db_session, marks.get("read_at"))
     if (
-        count_rows_up_to(db_session=db_session, job_id=job_id, row=row.last_event_row)
-        != row.event_rows
+        count_rows_up_to(
+            db_session=db_session, job_id=job_id, row=row.last_event_row, after_row=final_row
+        )
+        != row.event_rows - final_rows
     ):
         return None  # an event committed late below the mark, or pruned: recompute in full
+    if settled:
+        final_row, final_rows = row.last_event_row, row.event_rows
     events, last_row, n = load_events_after(
         db_session=db_session, job_id=job_id, after_row=row.last_event_row
     )
-    state = AccountState.from_json(row.state)
+    read_at = _read_time(db_session)
     try:
         result, nxt = extend(
             state, events, now=now, heartbeat_timeout_s=heartbeat_s, abandon_timeout_s=abandon_s
@@ -187,13 +233,20 @@ def _extend(
     except NeedsFull as why:
         log.debug("job %s: full recompute (%s)", job_id, why)
         return None
-    store_extension(db_session=db_session, job_id=job_id, result=result, since=state.settled_at)
+    nxt.marks = {"final_row": final_row, "final_rows": final_rows, "read_at": read_at}
+    since = state.settled_at
+    store_extension(db_session=db_session, job_id=job_id, result=result, since=since)
     row.last_event_row = last_row if last_row is not None else row.last_event_row
     row.event_rows += n
     row.settled_at = nxt.settled_at
     row.computed_at = time.time()
     row.state = nxt.to_json()
-    return result
+    # The earliest instant whose stored interval changed: the start of the one holding `since`.
+    changed = state.pieces[-1][0] if state.pieces else state.submitted_at
+    first = bisect.bisect_left(result.intervals, since, key=lambda iv: iv.end)
+    if first < len(result.intervals):
+        changed = min(changed, result.intervals[first].start)
+    return result, changed
 
 
 def recompute_job(
@@ -207,6 +260,7 @@ def recompute_job(
     refresh_rollups: bool = True,
     claimed: bool = False,
     incremental: bool = True,
+    extended: dict[str, tuple[JobETT, float]] | None = None,
 ) -> JobETT | None:
     """Recompute and store one job (the caller commits); None if the job is unknown or busy.
 
@@ -215,7 +269,8 @@ def recompute_job(
     events, which keeps its state for the next batch when it is open.
     With refresh_rollups=False the caller refreshes the fleet rollups itself, in the same
     transaction (once for a batch). With claimed=True the caller holds the row lock already
-    (claim_dirty_job).
+    (claim_dirty_job). An extended job whose rollups the caller refreshes is put in `extended`
+    (its answer and the instant its intervals changed from: refresh_extended_rollups).
     """
     if not claimed:
         bound_lock_waits(db_session, _lock_timeout(settings))
@@ -237,8 +292,9 @@ def recompute_job(
     at = time.time() if now is None else now
     max_span = _max_span(settings)
     result = None
+    grown = None
     if incremental:
-        result = _extend(
+        grown = _extend(
             db_session=db_session,
             job_id=job_id,
             rules=rules,
@@ -246,8 +302,13 @@ def recompute_job(
             heartbeat_s=heartbeat_s,
             abandon_s=abandon_s,
         )
-    if result is None:
+    if grown is not None:
+        result = grown[0]
+        # Extended (and stored: a span too long rolls the store back).
+        check_run_span(job_id, result, max_span)
+    else:
         events, last_row, n = load_events_after(db_session=db_session, job_id=job_id)
+        read_at = _read_time(db_session)
         state = None
         if events:
             check_event_span(job_id, events, max_span)
@@ -261,6 +322,8 @@ def recompute_job(
             state = settle(tl, part)
             result = account(tl, part.pieces, part.phases)
             check_run_span(job_id, result, max_span)
+            if state is not None:
+                state.marks = {"final_row": None, "final_rows": 0, "read_at": read_at}
         store(db_session=db_session, job_id=job_id, result=result)
         if seen is not None:  # a jobs row to hang the state on
             save_state(
@@ -271,9 +334,13 @@ def recompute_job(
                 rows=n,
                 rules=rules,
             )
-    elif result is not None:  # extended (and stored: a span too long rolls the store back)
-        check_run_span(job_id, result, max_span)
-    if refresh_rollups:
+    if grown is not None and extended is not None:
+        extended[job_id] = grown
+    elif grown is not None and refresh_rollups:
+        refresh_extended_rollups(
+            db_session=db_session, job_id=job_id, result=grown[0], since=grown[1]
+        )
+    elif refresh_rollups:
         refresh_job_rollups(db_session=db_session, job_ids=[job_id])
     # Cleared only if no ingest re-marked the job since we read its events.
     db_session.execute(
@@ -299,6 +366,7 @@ def recompute_jobs(
         custom_phases = custom_phases_for(db_session=db_session, settings=settings)
     ids = sorted(set(job_ids))
     done = 0
+    extended: dict[str, tuple[JobETT, float]] = {}
     for job_id in ids:
         result = recompute_job(
             db_session=db_session,
@@ -308,11 +376,15 @@ def recompute_jobs(
             custom_phases=custom_phases,
             claimed=claimed,
             refresh_rollups=False,
+            extended=extended,
         )
         if result is not None:
             done += 1
-    # One rollup refresh for the batch (an unknown job id has no fleet rows: a no-op for it).
-    refresh_job_rollups(db_session=db_session, job_ids=ids)
+    # One rollup refresh for the batch (an unknown job id has no fleet rows: a no-op for it);
+    # an extended job's from the day its intervals changed.
+    refresh_job_rollups(db_session=db_session, job_ids=[j for j in ids if j not in extended])
+    for job_id, (result, since) in extended.items():
+        refresh_extended_rollups(db_session=db_session, job_id=job_id, result=result, since=since)
     return done
 
 

@@ -4,12 +4,15 @@ duplicates and conflicting copies, batches landing inside the settled prefix (is
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from backend.ett import incremental
 from backend.ett.engine import JobETT, account, compute_job, compute_parts
 from backend.ett.incremental import AccountState, NeedsFull, extend, settle
 from backend.ett.timeline import canonical_json
@@ -71,7 +74,14 @@ class Replay:
 
 
 def assert_same(inc: JobETT, full: JobETT) -> None:
-    """Every field, to the bit: the dataclasses and their stored and REST documents."""
+    """Every field, to the bit: the dataclasses and their stored and REST documents.
+
+    An answer extended from a folded state has the intervals after the fold only (the worker
+    keeps the earlier ones stored): they are the full answer's last ones.
+    """
+    if len(inc.intervals) < len(full.intervals):
+        assert inc.intervals == full.intervals[len(full.intervals) - len(inc.intervals) :]
+        full = dataclasses.replace(full, intervals=inc.intervals)
     assert inc.to_dict(with_spans=True) == full.to_dict(with_spans=True)
     assert inc == full
 
@@ -286,3 +296,120 @@ def test_an_agent_like_job_extends_every_batch():
     assert r.full == 1
     assert r.extended == 120 + 12
     assert full.effective_s > 0 and full.provisional
+
+
+@contextmanager
+def folding_every(grain_s: float) -> Iterator[None]:
+    """Fold the settled pieces at `grain_s` instead of whole days, so small jobs fold too."""
+    kept = incremental.FOLD_GRAIN_S
+    incremental.FOLD_GRAIN_S = grain_s
+    try:
+        yield
+    finally:
+        incremental.FOLD_GRAIN_S = kept
+
+
+@BOUNDED
+@given(arrivals(), st.sampled_from([5.0, 20.0, 60.0, 250.0]))
+def test_a_folded_state_equals_full_for_any_arrival(
+    case: tuple[list[list[dict]], list[float]], grain_s: float
+):
+    """The same, with the settled pieces folded into sums as they age (docs/ACCOUNTING.md)."""
+    batches, nows = case
+    with folding_every(grain_s):
+        replay(batches, nows)
+
+
+@BOUNDED
+@given(job(), st.data(), st.sampled_from([5.0, 60.0, 600.0]))
+def test_a_folded_state_equals_full_on_any_generated_job(
+    events: list[dict[str, Any]], data: Any, grain_s: float
+):
+    with folding_every(grain_s):
+        test_incremental_equals_full_on_any_generated_job.hypothesis.inner_test(events, data)
+
+
+def test_an_agent_like_job_folds_its_pieces_and_keeps_a_bounded_state():
+    """Saves cut the loop into pieces; with folding the state keeps only the recent ones."""
+    with folding_every(300.0):
+        events = [_ev("sub", "job_submitted", ts=0.0, model="m", gpus=8)]
+        events.append(_ev("a0", "attempt_started", attempt=0, ts=10.0))
+        events.append(_ev("i0", "phase", attempt=0, phase="trainer_init", start=10.0, end=40.0))
+        r = Replay()
+        inc, full = r.batch(events, now=40.0)
+        t, cursor = 40.0, 0.0
+        sizes = []
+        for k in range(200):
+            batch = [
+                _ev(
+                    f"p{k}",
+                    "progress",
+                    attempt=0,
+                    start=t,
+                    end=t + 30.0,
+                    cursor_start=cursor,
+                    cursor_end=cursor + 30.0,
+                    steps=30,
+                )
+            ]
+            t, cursor = t + 30.0, cursor + 30.0
+            if k % 3 == 2:
+                batch.append(_ev(f"c{k}", "checkpoint", attempt=0, start=t, blocking_end=t + 4.0))
+                t += 4.0
+            inc, full = r.batch(batch, now=t + 1.0)
+            assert_same(inc, full)
+            assert r.state is not None
+            sizes.append(len(r.state.pieces))
+        assert r.full == 1 and r.state.fold is not None
+        assert len(full.intervals) > 100
+        assert max(sizes[50:]) < 30  # about 300 s of pieces, not the job's 130
+
+
+def test_a_window_from_the_save_s_start_extends_the_state():
+    """An agent whose next window starts when the save starts (bench_load's), so the window
+    overlaps the save's blocking time before S: rule 1 keeps that time blocking, and the batch
+    extends the state instead of recomputing the job, folded or not."""
+    for grain_s in (86_400.0, 200.0):
+        with folding_every(grain_s):
+            events = [_ev("sub", "job_submitted", ts=0.0, model="m", gpus=8)]
+            events.append(_ev("a0", "attempt_started", attempt=0, ts=10.0))
+            events.append(_ev("i0", "phase", attempt=0, phase="trainer_init", start=10.0, end=40.0))
+            r = Replay()
+            r.batch(events, now=40.0)
+            t, cursor = 40.0, 0.0
+            for k in range(60):
+                batch = [
+                    _ev(
+                        f"p{k}",
+                        "progress",
+                        attempt=0,
+                        start=t,
+                        end=t + 30.0,
+                        cursor_start=cursor,
+                        cursor_end=cursor + 30.0,
+                        steps=30,
+                    )
+                ]
+                t, cursor = t + 30.0, cursor + 30.0
+                if k % 5 == 4:  # the save blocks 20 s; the next window starts at its start
+                    batch.append(
+                        _ev(f"c{k}", "checkpoint", attempt=0, start=t, blocking_end=t + 20.0)
+                    )
+                inc, full = r.batch(batch, now=t + 21.0)
+                assert_same(inc, full)
+            assert r.full == 1, grain_s
+            assert full.wasted["checkpoint_blocking"] == 12 * 20.0
+            # A window starting before the save is inside the prefix: recomputed in full.
+            early = _ev(
+                "late",
+                "progress",
+                attempt=0,
+                start=t - 25.0,
+                end=t + 40.0,
+                cursor_start=cursor,
+                cursor_end=cursor + 10.0,
+                steps=10,
+            )
+            inc, full = r.batch([early], now=t + 41.0)
+            assert_same(inc, full)
+            assert r.full == 2

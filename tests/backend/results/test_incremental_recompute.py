@@ -6,13 +6,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import insert, select
 
 from backend.demo.fleet import FleetSpec, plans
 from backend.demo.simulator import cut_at, job_events
 from backend.ett.engine import compute_job
+from backend.ett.incremental import AccountState
 from backend.ett.models import JobAccountingState, JobInterval, JobResult
-from backend.events.store import load_events
+from backend.events.models import RawEvent
+from backend.events.retention import month_of
+from backend.events.store import count_rows_up_to, load_events
+from backend.fleet.models import FleetDayTotal, FleetJobDay
 from backend.results import recompute
 from ingest import service as ingest_service
 from tests.backend.ett.builders import JobEvents
@@ -52,6 +57,20 @@ def _rows(s: Any, job_id: str) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     return row.result, [tuple(iv) for iv in ivs]
 
 
+def _job_days(s: Any, job_id: str) -> list[tuple[Any, ...]]:
+    rows = s.execute(
+        select(
+            FleetJobDay.day,
+            FleetJobDay.component,
+            FleetJobDay.phase,
+            FleetJobDay.model,
+            FleetJobDay.wall_s,
+            FleetJobDay.gpu_s,
+        ).where(FleetJobDay.job_id == job_id)
+    )
+    return sorted(tuple(r) for r in rows)
+
+
 def test_the_demo_fleet_extends_to_the_full_answer(database, settings, monkeypatch):
     extended: list[str] = []
     real = recompute.extend
@@ -81,6 +100,7 @@ def test_the_demo_fleet_extends_to_the_full_answer(database, settings, monkeypat
                 s.commit()
             with database.session() as s:
                 kept, kept_ivs = _rows(s, job_id)
+                kept_days = _job_days(s, job_id)
                 full = compute_job(
                     load_events(db_session=s, job_id=job_id),
                     now=t,
@@ -93,9 +113,12 @@ def test_the_demo_fleet_extends_to_the_full_answer(database, settings, monkeypat
                     db_session=s, job_id=job_id, settings=settings, now=t, incremental=False
                 )
                 again, again_ivs = _rows(s, job_id)
+                again_days = _job_days(s, job_id)
                 s.rollback()
             assert kept == again, (job_id, t)
             assert kept_ivs == again_ivs, (job_id, t)
+            # The fleet rows an extension rewrites (its last days only) are the full refresh's.
+            assert kept_days == again_days, (job_id, t)
             assert len(kept_ivs) == len(full.intervals)
             assert kept["ett_pct"] == full.ett_pct and kept["events"] == full.events
             checked += 1
@@ -188,3 +211,153 @@ def test_ett_recompute_is_always_full(database, settings, monkeypatch):
             recompute.recompute_all(db_session=s, settings=settings, progress=False, now=now + 30)
             == 1
         )
+
+
+def _fleet_rows(s: Any) -> list[tuple[Any, ...]]:
+    rows = s.execute(
+        select(
+            FleetDayTotal.day, FleetDayTotal.component, FleetDayTotal.phase, FleetDayTotal.wall_s
+        )
+    )
+    return sorted(tuple(r) for r in rows)
+
+
+def test_an_extension_across_midnight_rewrites_only_its_last_days(database, settings, monkeypatch):
+    """The fleet rows of an open job extended past midnight equal the full refresh's, and the
+    extension's refresh touches only the days from its settled point on."""
+    midnight = 1_780_012_800.0  # a UTC midnight
+    assert midnight % 86_400 == 0
+    j = JobEvents("cross")
+    j.submitted(midnight - 7_200, model="m", gpus=8)
+    j.started(0, midnight - 7_200)
+    j.phase(0, "trainer_init", midnight - 7_200, midnight - 6_600)
+    t, c = midnight - 6_600, 0.0
+    while t < midnight + 7_200:
+        j.progress(0, t, t + 30, c, c + 30)
+        t, c = t + 30, c + 30
+        j.heartbeat(0, t)
+        if int(c) % 1_800 == 0:  # a save every 30 min cuts the effective time into pieces
+            j.checkpoint(0, t, t + 4)
+            t += 4
+    events = j.events
+    days_from: list[float] = []
+    real = recompute.refresh_extended_rollups
+
+    def spying(**kwargs: Any) -> None:
+        days_from.append(kwargs["since"])
+        real(**kwargs)
+
+    monkeypatch.setattr(recompute, "refresh_extended_rollups", spying)
+    sent: set[str] = set()
+    folds: list[bool] = []
+    cut = midnight - 5_400
+    while cut <= midnight + 7_200:
+        batch = [
+            ev
+            for ev in events
+            if ev["event_id"] not in sent
+            and max(ev.get("end", 0.0), ev.get("ts", 0.0), ev.get("blocking_end", 0.0)) <= cut
+        ]
+        sent.update(ev["event_id"] for ev in batch)
+        with database.session() as s:
+            ingest_service.ingest_batch(db_session=s, events=batch, token=None, now=cut)
+            recompute.recompute_job(db_session=s, job_id="cross", settings=settings, now=cut)
+            s.commit()
+        with database.session() as s:
+            kept_days, kept_fleet = _job_days(s, "cross"), _fleet_rows(s)
+            kept, kept_ivs = _rows(s, "cross")
+            state = s.get(JobAccountingState, "cross")
+            folds.append(state is not None and AccountState.from_json(state.state).fold is not None)
+            recompute.recompute_job(
+                db_session=s, job_id="cross", settings=settings, now=cut, incremental=False
+            )
+            again_days, again_fleet = _job_days(s, "cross"), _fleet_rows(s)
+            again, again_ivs = _rows(s, "cross")
+            s.rollback()
+        assert kept == again and kept_ivs == again_ivs, cut
+        assert kept_days == again_days, cut
+        assert [r[:3] for r in kept_fleet] == [r[:3] for r in again_fleet], cut
+        for a, b in zip(kept_fleet, again_fleet, strict=True):
+            assert abs(a[3] - b[3]) < 1e-6, (cut, a, b)
+        cut += 1_800
+    assert len({r[0] for r in kept_days}) == 2  # the job's two days
+    assert len(days_from) >= 6
+    # After midnight the extensions start within the second day: the first is left alone.
+    assert days_from[-1] >= midnight
+    # Past midnight the first day's pieces were folded into sums (the state keeps the second's).
+    assert folds[-1] and not folds[0]
+
+
+def _window(job_id: str, n: int, t: float) -> dict[str, Any]:
+    return {
+        "event_id": f"{job_id}-late-{n}",
+        "job_id": job_id,
+        "type": "progress",
+        "attempt": 0,
+        "start": t,
+        "end": t + 30.0,
+        "cursor_start": 1e6 + n * 30.0,
+        "cursor_end": 1e6 + n * 30.0 + 30.0,
+        "steps": 30,
+    }
+
+
+def test_the_mark_check_reads_only_recent_rows_and_still_sees_a_late_commit(database, settings):
+    """A row numbered below the mark but committed after the read (Postgres numbers rows at
+    insert) sends the job to the full recompute, while the check itself counts only the rows
+    read since the marks were last known final."""
+    if database.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer: no row commits below a committed one")
+    now = time.time()
+    events = _open_job("late", now - 120)
+    with database.session() as s:
+        ingest_service.ingest_batch(db_session=s, events=events, token=None, now=now - 120)
+        recompute.recompute_job(db_session=s, job_id="late", settings=settings, now=now - 120)
+        s.commit()
+    t = events[-1]["ts"]
+    # Two quiet extensions: the rows read by the first are final by the second.
+    for i, at in enumerate((now - 90, now - 60)):
+        with database.session() as s:
+            ingest_service.ingest_batch(
+                db_session=s, events=[_window("late", i, t + 30 * i)], token=None, now=at
+            )
+            recompute.recompute_job(db_session=s, job_id="late", settings=settings, now=at)
+            s.commit()
+    with database.session() as s:
+        row = s.get(JobAccountingState, "late")
+        marks = AccountState.from_json(row.state).marks
+        assert marks["final_row"] is not None and marks["final_row"] < row.last_event_row
+        assert marks["final_rows"] == count_rows_up_to(
+            db_session=s, job_id="late", row=marks["final_row"]
+        )
+    # An ingest that has numbered its row but not committed it, while a later one commits.
+    late = database.session()
+    late.execute(
+        insert(RawEvent).values(
+            event_id="late-late-2",
+            job_id="late",
+            type="progress",
+            attempt=0,
+            ts=t + 60,
+            received_at=now,
+            payload=_window("late", 2, t + 60),
+            job_month=month_of(now - 3_600),
+        )
+    )
+    with database.session() as s:
+        ingest_service.ingest_batch(
+            db_session=s, events=[_window("late", 3, t + 90)], token=None, now=now - 30
+        )
+        s.commit()
+        # Extended without the uncommitted window (the engine sees a gap).
+        recompute.recompute_job(db_session=s, job_id="late", settings=settings, now=now - 30)
+        s.commit()
+    late.commit()
+    late.close()
+    with database.session() as s:
+        result = recompute.recompute_job(db_session=s, job_id="late", settings=settings, now=now)
+        s.commit()
+        full = recompute.compute(db_session=s, job_id="late", settings=settings, now=now)
+    assert result is not None and full is not None
+    assert result.events == len(events) + 4
+    assert result.to_dict(with_spans=True) == full.to_dict(with_spans=True)
