@@ -1,4 +1,9 @@
-"""Engine throughput for one job at 1k, 10k and 100k events (run: python benchmarks/bench_engine.py)."""
+"""Engine throughput for one job at 1k to 1M events (run: python benchmarks/bench_engine.py).
+
+`--scaling REV` is issue 29's check: the per-event CPU cost at each size, in order and
+shuffled, of this tree and of revision REV interleaved in one run, their medians over the
+repeats, the ratio of the largest size to the smallest, and the peak memory of one call.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,6 +213,55 @@ def bench_recompute(url: str, sizes: list[int], repeats: int) -> None:
     db.dispose()
 
 
+def _peak_mib(fn: Callable[..., Any], events: list[dict[str, Any]]) -> float:
+    """Peak memory one call allocates beyond its input (tracemalloc), in MiB."""
+    tracemalloc.start()
+    try:
+        fn(events, now=1e12)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def scaling(rev: str, sizes: list[int], repeats: int) -> None:
+    """Per-event CPU (median of `repeats`) before (rev) and after, each size, both orders."""
+    with tempfile.TemporaryDirectory() as tmp:
+        old = load_baseline_engine(rev, Path(tmp))
+        print(
+            f"{'arrival':>9} {'events':>8} {'before us/ev':>12} {'after us/ev':>12} "
+            f"{'before MiB':>10} {'after MiB':>10}"
+        )
+        for shuffled in (False, True):
+            order = "shuffled" if shuffled else "in order"
+            per_event: dict[str, list[float]] = {"before": [], "after": []}
+            for size in sizes:
+                events = synthetic_job(size, shuffled=shuffled)
+                cpu: dict[str, list[float]] = {"before": [], "after": []}
+                for _ in range(repeats):
+                    for label, fn in (("before", old), ("after", compute_job)):
+                        c0 = time.process_time()
+                        fn(events, now=1e12)
+                        cpu[label].append(time.process_time() - c0)
+                n = len(events)
+                med = {k: statistics.median(v) / n * 1e6 for k, v in cpu.items()}
+                mib = {"before": _peak_mib(old, events), "after": _peak_mib(compute_job, events)}
+                for k in per_event:
+                    per_event[k].append(med[k])
+                print(
+                    f"{order:>9} {n:>8} {med['before']:>12.3f} {med['after']:>12.3f} "
+                    f"{mib['before']:>10.1f} {mib['after']:>10.1f}",
+                    flush=True,
+                )
+                del events
+            ratio = {k: v[-1] / v[0] for k, v in per_event.items()}
+            print(
+                f"{order:>9} largest/smallest per event: before {ratio['before']:.2f}x, "
+                f"after {ratio['after']:.2f}x (target <= 1.5x: "
+                f"{'met' if ratio['after'] <= 1.5 else 'NOT met'})",
+                flush=True,
+            )
+
+
 def main() -> None:
     """Print a table: events, best and median seconds, events per second."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -221,7 +276,16 @@ def main() -> None:
         help="time the engine of this git revision beside this tree's, in the same run "
         "(e.g. cb8b33b, the engine before SPEC revision 2)",
     )
+    parser.add_argument(
+        "--scaling",
+        metavar="REV",
+        help="per-event CPU and peak memory of this tree and of REV by size (issue 29: "
+        "try --sizes 10000,100000,1000000 --repeats 3)",
+    )
     args = parser.parse_args()
+    if args.scaling:
+        scaling(args.scaling, [int(x) for x in args.sizes.split(",")], args.repeats)
+        return
     if args.baseline:
         compare(args.baseline, [int(x) for x in args.sizes.split(",")], args.repeats)
         return

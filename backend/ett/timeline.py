@@ -10,9 +10,11 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from backend.ett.catalogue import (
     CAUSES,
@@ -293,13 +295,12 @@ def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None,
 
 
 _TYPE_SPEC: dict[str, tuple[int, str]] = {t: (r, _TIME_FIELD[t]) for t, r in TYPE_RANK.items()}
-# (time, type rank, event_id, payload): the event dict, or for progress its parsed Window
-# (or the slow path's (Window | None, warning codes)), built while the dict is still in cache.
-Keyed = tuple[float, int, str, Any]
+# From this many events on, the columns are sorted by numpy (below, Python's sort is faster).
+NUMPY_SORT_MIN = 2048
 
 
-def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
-    """The total sort key of an event, or the warning code that sets it aside."""
+def _key(ev: Mapping[str, Any], eid: str) -> tuple[float, int] | str:
+    """The time and type rank of an event, or the warning code that sets it aside."""
     etype = ev.get("type")
     spec = _TYPE_SPEC.get(etype) if type(etype) is str else None
     if spec is None:
@@ -311,20 +312,48 @@ def _key(ev: Mapping[str, Any], eid: str) -> Keyed | str:
             return "invalid_event"
     if not 0.0 <= t <= MAX_TIME:
         return "time_out_of_range"
-    if spec[0] == 4:
-        return (t, 4, eid, _progress(ev, eid, t))
-    return (t, spec[0], eid, ev)
+    return (t, spec[0])
 
 
-def _dedupe_and_sort(
-    events: Iterable[Any], warnings: WarningLog
-) -> tuple[list[Keyed], dict[str, Mapping[str, Any]]]:
-    """One event per event_id, sorted by (time, type rank, event_id): never by arrival order."""
-    by_id: dict[str, Mapping[str, Any]] = {}
-    keyed: list[Keyed] = []
-    set_aside: dict[str, str] = {}
-    conflicted: set[str] = set()
-    append = keyed.append
+@dataclass(slots=True)
+class Columns:
+    """One job's distinct, valid events in (time, type rank, event_id) order, a list per field.
+
+    Clean progress windows, heartbeats and checkpoints (nearly all of a job) are read into the
+    columns once, in arrival order, and their dicts are not read again: `attempt` is theirs
+    (>= 0), `end` a window's end or a save's blocking end (else the time), the cursors a
+    window's, and `payload` a heartbeat's host (or None). Every other event has attempt -1
+    and its dict as payload.
+    """
+
+    t: list[float]
+    rank: list[int]
+    attempt: list[int]
+    end: list[float]
+    cursor_start: list[float]
+    cursor_end: list[float]
+    event_id: list[str]
+    payload: list[Any]
+    # Each event's dict, in arrival order (not sorted).
+    source: list[Mapping[str, Any]]
+    # Distinct event ids, set-aside events included.
+    distinct: int = 0
+    # The job_id of the earliest event that names one (a string).
+    job_id: str | None = None
+
+
+# The fields of one event in _parse's flat list, in the order of Columns' first nine fields.
+_FIELDS = 9
+
+
+def _parse(events: Iterable[Any], warnings: WarningLog) -> tuple[Columns, list[tuple[str, str]]]:
+    """One pass in arrival order: the columns, unsorted, and the set-aside (code, event_id)."""
+    # One flat list, extended once per event, then sliced into columns: cheaper than an
+    # append per field.
+    flat: list[Any] = []
+    put = flat.extend
+    set_aside: list[tuple[str, str]] = []
+    hosts: dict[str, str] = {}
     spec_of = _TYPE_SPEC.get
     inf = math.inf
     max_time = MAX_TIME
@@ -336,65 +365,150 @@ def _dedupe_and_sort(
         if type(eid) is not str:
             warnings.add("invalid_event")
             continue
-        prev = by_id.get(eid)
-        if prev is None:
-            by_id[eid] = ev
-            # _key, inlined for the common case: a known type with a plain float time
-            etype = ev.get("type")
-            spec = spec_of(etype) if type(etype) is str else None
-            if spec is not None:
-                t = ev.get(spec[1])
-                if type(t) is float and 0.0 <= t <= max_time:
-                    rank = spec[0]
-                    if rank != 4:
-                        append((t, rank, eid, ev))
-                        continue
-                    # progress, the bulk of a job: clean windows skip the checking slow path
-                    a = ev.get("attempt")
+        etype = ev.get("type")
+        spec = spec_of(etype) if type(etype) is str else None
+        if spec is not None:
+            t = ev.get(spec[1])
+            if type(t) is float and 0.0 <= t <= max_time:
+                rank = spec[0]
+                a = ev.get("attempt")
+                if type(a) is not int or a < 0:
+                    put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
+                elif rank == 4:
                     end = ev.get("end")
                     cs = ev.get("cursor_start")
                     ce = ev.get("cursor_end")
                     if (
-                        type(a) is int
-                        and a >= 0
-                        and type(end) is float
+                        type(end) is float
                         and t <= end <= max_time
                         and type(cs) is float
                         and type(ce) is float
                         and -inf < cs <= ce < inf
                     ):
-                        append((t, 4, eid, Window(t, end, a, cs, ce, eid)))
+                        put((t, 4, a, end, cs, ce, eid, None, ev))
                     else:
-                        append((t, 4, eid, _progress(ev, eid, t)))
-                    continue
-            k = _key(ev, eid)
-            if type(k) is tuple:
-                append(k)
-            else:
-                set_aside[eid] = k
+                        put((t, 4, -1, t, 0.0, 0.0, eid, ev, ev))
+                elif rank == 6:
+                    host = ev.get("host")
+                    # one str per host name: the loop then touches a few hot objects
+                    host = hosts.setdefault(host, host) if type(host) is str and host else None
+                    put((t, 6, a, t, 0.0, 0.0, eid, host, ev))
+                elif rank == 5:
+                    bend = ev.get("blocking_end")
+                    if type(bend) is float and t <= bend <= max_time:
+                        put((t, 5, a, bend, 0.0, 0.0, eid, None, ev))
+                    else:
+                        put((t, 5, -1, t, 0.0, 0.0, eid, ev, ev))
+                else:
+                    put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
+                continue
+        k = _key(ev, eid)
+        if type(k) is tuple:
+            put((k[0], k[1], -1, k[0], 0.0, 0.0, eid, ev, ev))
+        else:
+            set_aside.append((k, eid))
+    cols = Columns(*(flat[i::_FIELDS] for i in range(_FIELDS)))
+    return cols, set_aside
+
+
+def _may_repeat(ids: list[str]) -> bool:
+    """Whether two of these event ids may be equal (equal hashes; rarely a false alarm)."""
+    n = len(ids)
+    if n < NUMPY_SORT_MIN:
+        return len(set(ids)) != n
+    h = np.fromiter(map(hash, ids), dtype=np.int64, count=n)
+    h.sort()
+    return bool((h[1:] == h[:-1]).any())
+
+
+def _distinct(events: Iterable[Any], warnings: WarningLog) -> list[Mapping[str, Any]]:
+    """One event per event_id; of conflicting copies the one with the smallest canonical JSON."""
+    by_id: dict[str, Mapping[str, Any]] = {}
+    conflicted: set[str] = set()
+    for ev in events:
+        if type(ev) is not dict and not isinstance(ev, Mapping):
+            continue
+        eid = ev.get("event_id")
+        if type(eid) is not str:
+            continue
+        prev = by_id.get(eid)
+        if prev is None:
+            by_id[eid] = ev
         elif prev is not ev and prev != ev:
             conflicted.add(eid)
             if canonical_json(ev) < canonical_json(prev):
                 by_id[eid] = ev
     if conflicted:
         warnings.add("conflicting_duplicate", *conflicted)
-        keyed = [k for k in keyed if k[2] not in conflicted]
-        for eid in conflicted:
-            set_aside.pop(eid, None)
-            k = _key(by_id[eid], eid)
-            if type(k) is tuple:
-                keyed.append(k)
-            else:
-                set_aside[eid] = k
-    for eid, code in set_aside.items():
+    return list(by_id.values())
+
+
+def _order(cols: Columns) -> list[int] | None:
+    """The columns' order by (time, type rank, event_id); None when they are in it already."""
+    n = len(cols.t)
+    ids = cols.event_id
+    if n < NUMPY_SORT_MIN:
+        ts, ranks = cols.t, cols.rank
+        order = sorted(range(n), key=lambda i: (ts[i], ranks[i], ids[i]))
+        return None if all(i == k for i, k in enumerate(order)) else order
+    ts_np = np.array(cols.t, dtype=np.float64)
+    ranks_np = np.array(cols.rank, dtype=np.int8)
+    perm = np.lexsort((ranks_np, ts_np))
+    ts_np = ts_np[perm]
+    ranks_np = ranks_np[perm]
+    ties = np.flatnonzero((ts_np[1:] == ts_np[:-1]) & (ranks_np[1:] == ranks_np[:-1])).tolist()
+    k = 0
+    while k < len(ties):
+        # a run of equal (time, rank), rare outside tests: ordered by event_id
+        lo = ties[k]
+        while k + 1 < len(ties) and ties[k + 1] == ties[k] + 1:
+            k += 1
+        hi = ties[k] + 2
+        perm[lo:hi] = sorted(perm[lo:hi].tolist(), key=ids.__getitem__)
+        k += 1
+    if bool((perm[1:] > perm[:-1]).all()):
+        return None
+    return perm.tolist()
+
+
+def _gather(cols: Columns, order: list[int]) -> None:
+    """Put the columns in `order`: new float objects, laid out in memory in that order."""
+    for name in ("t", "end", "cursor_start", "cursor_end"):
+        values: list[float] = getattr(cols, name)
+        if len(order) >= NUMPY_SORT_MIN:
+            setattr(cols, name, np.array(values, dtype=np.float64)[order].tolist())
+        else:
+            setattr(cols, name, [values[i] for i in order])
+    for name in ("rank", "attempt", "event_id", "payload"):
+        values_: list[Any] = getattr(cols, name)
+        setattr(cols, name, list(map(values_.__getitem__, order)))
+
+
+def sorted_columns(events: Iterable[Any], warnings: WarningLog) -> Columns:
+    """One event per event_id, in (time, type rank, event_id) order: never by arrival order."""
+    evs: Sequence[Any] = events if isinstance(events, (list, tuple)) else list(events)
+    cols, set_aside = _parse(evs, warnings)
+    ids = cols.event_id
+    if _may_repeat(ids + [eid for _code, eid in set_aside] if set_aside else ids):
+        cols, set_aside = _parse(_distinct(evs, warnings), warnings)
+    for code, eid in set_aside:
         warnings.add(code, eid)
-    # event_ids are unique here, so tuple order never reaches the payloads themselves
-    keyed.sort()
-    return keyed, by_id
+    cols.distinct = len(cols.event_id) + len(set_aside)
+    order = _order(cols)
+    src = cols.source
+    for i in order if order is not None else range(len(src)):
+        candidate = src[i].get("job_id")
+        if type(candidate) is str:
+            cols.job_id = candidate
+            break
+    if order is not None:
+        _gather(cols, order)
+    return cols
 
 
 def _clipping_warnings(
-    keyed: list[Keyed],
+    ts: list[float],
+    ids: list[str],
     windows: list[Window],
     spans: list[Span],
     checkpoints: list[Checkpoint],
@@ -402,12 +516,12 @@ def _clipping_warnings(
     hi: float,
     warnings: WarningLog,
 ) -> None:
-    # keyed is sorted by start time: early ones are a prefix, late starts a suffix
-    for t, _rank, eid, _ev in keyed:
+    # ts is sorted: early ones are a prefix, late starts a suffix
+    for t, eid in zip(ts, ids, strict=True):
         if t >= lo:
             break
         warnings.add("before_submission", eid)
-    for t, _rank, eid, _ev in reversed(keyed):
+    for t, eid in zip(reversed(ts), reversed(ids), strict=True):
         if t <= hi:
             break
         warnings.add("after_job_end", eid)
@@ -426,13 +540,13 @@ def build_timeline(
 ) -> Timeline:
     """Dedupe, order by (time, type rank, event_id), validate and repair one job's events."""
     warnings = WarningLog()
-    keyed, by_id = _dedupe_and_sort(events, warnings)
+    cols = sorted_columns(events, warnings)
 
     submitted: Mapping[str, Any] | None = None
     submitted_at: float | None = None
     ended: Mapping[str, Any] | None = None
     ended_at: float | None = None
-    job_id: str | None = None
+    job_id = cols.job_id
     attempts: dict[int, AttemptInfo] = {}
     raw_spans: list[Span] = []
     open_spans: list[Span] = []
@@ -443,30 +557,46 @@ def build_timeline(
     allocation_ends: list[tuple[float, int, str, Mapping[str, Any], int]] = []
     times_max = -math.inf
     add_window = windows.append
+    add_checkpoint = checkpoints.append
     info = AttemptInfo(attempt=-1)
     cur_a = -1
-    hosts_seen: dict[int, list[str]] = {}
+    # Per attempt, the hosts named, in first-seen order (a dict keeps that order).
+    hosts_seen: dict[int, dict[str, None]] = {}
 
-    for eid in (k[2] for k in keyed):
-        candidate = by_id[eid].get("job_id")
-        if type(candidate) is str:
-            job_id = candidate
-            break
-
-    for t, rank, eid, ev in keyed:
-        if rank == 4:  # progress: parsed while keying
-            if type(ev) is Window:
-                w = ev
+    ev: Mapping[str, Any] = {}
+    for t, rank, a, end, cs, ce, eid, p in zip(
+        cols.t,
+        cols.rank,
+        cols.attempt,
+        cols.end,
+        cols.cursor_start,
+        cols.cursor_end,
+        cols.event_id,
+        cols.payload,
+        strict=True,
+    ):
+        if a >= 0:  # read into the columns: a clean window, heartbeat or checkpoint
+            if rank == 4:
+                add_window(Window(t, end, a, cs, ce, eid))
+            elif rank == 6:  # heartbeat: one from each host's first process names its host
+                if p is not None:
+                    seen = hosts_seen.get(a)
+                    if seen is None:
+                        seen = hosts_seen[a] = {}
+                    seen[p] = None
             else:
-                w, codes = ev
-                for code in codes:
-                    warnings.add(code, eid)
-                if w is None:
-                    continue
+                add_checkpoint(Checkpoint(t, end, a, eid))
+        elif rank == 4:  # a progress event the columns did not take: checked here
+            w, codes = _progress(p, eid, t)
+            for code in codes:
+                warnings.add(code, eid)
+            if w is None:
+                continue
             add_window(w)
             a = w.attempt
             end = w.end
         elif rank == 0 or rank == 9:
+            ev = p
             if rank == 0:
                 if submitted is None:
                     submitted, submitted_at = ev, t
@@ -478,58 +608,59 @@ def build_timeline(
                 ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
             continue
         else:
+            ev = p
             a = ev.get("attempt")
             if type(a) is not int or a < 0:
                 warnings.add("invalid_event", eid)
                 continue
             end = t
-        if rank == 4:  # progress (done above)
-            pass
-        elif rank == 6:  # heartbeat: one from each host's first process names its host
-            host = ev.get("host")
-            if type(host) is str and host:
-                hosts_seen.setdefault(a, []).append(host)
-        elif rank == 3 or rank == 2:  # phase, phase_started
-            phase = ev.get("phase")
-            if type(phase) is not str or not phase:
-                warnings.add("invalid_event", eid)
-                continue
-            if rank == 3:
-                pend = _time(ev.get("end"))
-                if pend is None:
+            if rank == 6:  # heartbeat
+                host = ev.get("host")
+                if type(host) is str and host:
+                    hosts_seen.setdefault(a, {})[host] = None
+            elif rank == 3 or rank == 2:  # phase, phase_started
+                phase = ev.get("phase")
+                if type(phase) is not str or not phase:
                     warnings.add("invalid_event", eid)
                     continue
-                if pend < t:
+                if rank == 3:
+                    pend = _time(ev.get("end"))
+                    if pend is None:
+                        warnings.add("invalid_event", eid)
+                        continue
+                    if pend < t:
+                        warnings.add("end_before_start", eid)
+                        continue
+                    end = pend
+                    sid = ev.get("span_id")
+                    raw_spans.append(
+                        Span(t, pend, a, phase, eid, sid if type(sid) is str else None)
+                    )
+                else:
+                    sid = ev.get("span_id")
+                    open_spans.append(Span(t, t, a, phase, eid, sid if type(sid) is str else None))
+            elif rank == 5:  # checkpoint
+                bend = _time(ev.get("blocking_end"))
+                if bend is None:
+                    warnings.add("invalid_event", eid)
+                    continue
+                if bend < t:
                     warnings.add("end_before_start", eid)
                     continue
-                end = pend
-                sid = ev.get("span_id")
-                raw_spans.append(Span(t, pend, a, phase, eid, sid if type(sid) is str else None))
-            else:
-                sid = ev.get("span_id")
-                open_spans.append(Span(t, t, a, phase, eid, sid if type(sid) is str else None))
-        elif rank == 5:  # checkpoint
-            bend = _time(ev.get("blocking_end"))
-            if bend is None:
-                warnings.add("invalid_event", eid)
+                end = bend
+                add_checkpoint(Checkpoint(t, bend, a, eid))
+            elif (rank == 7 or rank == 8) and ev.get("scope") == "allocation":
+                # A scheduler's end of the allocation: its attempt is known once every start is.
+                allocation_ends.append((t, rank, eid, ev, a))
+                if t > times_max:
+                    times_max = t
                 continue
-            if bend < t:
-                warnings.add("end_before_start", eid)
-                continue
-            end = bend
-            checkpoints.append(Checkpoint(t, bend, a, eid))
-        elif (rank == 7 or rank == 8) and ev.get("scope") == "allocation":
-            # A scheduler's end of the allocation: its attempt is known once every start is.
-            allocation_ends.append((t, rank, eid, ev, a))
-            if t > times_max:
-                times_max = t
-            continue
-        elif rank == 7:  # failure: the earliest explicit one of an attempt wins
-            kind = _failure_kind(ev, eid, warnings)
-            report = _explicit_failure(ev, t, kind, a, eid)
-            reported.setdefault(a, []).append(report)
-            if a not in explicit_failures:
-                explicit_failures[a] = report
+            elif rank == 7:  # failure: the earliest explicit one of an attempt wins
+                kind = _failure_kind(ev, eid, warnings)
+                report = _explicit_failure(ev, t, kind, a, eid)
+                reported.setdefault(a, []).append(report)
+                if a not in explicit_failures:
+                    explicit_failures[a] = report
         if a != cur_a:
             cur_a = a
             found = attempts.get(a)
@@ -548,10 +679,13 @@ def build_timeline(
                 total = ev.get("hosts_total")
                 if type(total) is int and total > 0:
                     info.hosts_total = total
+                seen = hosts_seen.setdefault(a, {})
                 if info.host:
-                    hosts_seen.setdefault(a, []).append(info.host)
+                    seen[info.host] = None
                 if type(named) is list:
-                    hosts_seen.setdefault(a, []).extend(h for h in named if type(h) is str and h)
+                    for h in named:
+                        if type(h) is str and h:
+                            seen[h] = None
                 gpus = ev.get("gpus")
                 info.gpus = gpus if type(gpus) is int and gpus >= 1 else None
             else:
@@ -578,7 +712,7 @@ def build_timeline(
     for a, names in hosts_seen.items():
         found = attempts.get(a)
         if found is not None:
-            distinct = list(dict.fromkeys(names))
+            distinct = list(names)
             found.hosts = distinct[:MAX_HOSTS]
             found.hosts_total = max(found.hosts_total, len(distinct))
 
@@ -586,7 +720,7 @@ def build_timeline(
     meta: Mapping[str, Any] = submitted or {}
     if submitted_at is None:
         warnings.add("no_job_submitted")
-        submitted_at = keyed[0][0] if keyed else float(now)
+        submitted_at = cols.t[0] if cols.t else float(now)
     provisional = ended_at is None
     abandoned = False
     # Silence of an attempt is measured against 'now' while the job is open, else its end.
@@ -602,11 +736,13 @@ def build_timeline(
         if times_max > job_end:
             warnings.add("after_now")
             job_end = times_max
-        elif keyed and float(now) - max(times_max, submitted_at) > abandon_timeout_s:
+        elif cols.t and float(now) - max(times_max, submitted_at) > abandon_timeout_s:
             abandoned, provisional = True, False
             warnings.add("abandoned")
             job_end = max(times_max, submitted_at)
-    _clipping_warnings(keyed, windows, raw_spans, checkpoints, submitted_at, job_end, warnings)
+    _clipping_warnings(
+        cols.t, cols.event_id, windows, raw_spans, checkpoints, submitted_at, job_end, warnings
+    )
 
     # -- attempts: starts, ends, failures ------------------------------------------------------
     for info in attempts.values():
@@ -714,7 +850,7 @@ def build_timeline(
         warnings=warnings,
         abandoned=abandoned,
         last_event_at=max(times_max, submitted_at),
-        events=len(by_id),
+        events=cols.distinct,
     )
 
 
