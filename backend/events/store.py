@@ -7,10 +7,23 @@ seconds); deciding what to accept, dedupe and reject is ingest's work, not this 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Text, cast, delete, func, select, text, tuple_, update
+from sqlalchemy import (
+    ARRAY,
+    String,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
@@ -50,27 +63,73 @@ def _pg_target(db_session: Session, months: dict[str, int]) -> str:
     return "raw_events"
 
 
-def job_months(*, db_session: Session, job_ids: set[str], now: float) -> dict[str, int]:
-    """Each job's partition month: the month of its jobs.created_at, else of now (a new job)."""
-    months = dict.fromkeys(job_ids, month_of(now))
-    ordered = sorted(job_ids)
-    for k in range(0, len(ordered), _KEY_CHUNK):
+class JobRow(NamedTuple):
+    """What ingest reads of a stored job: its model, first-seen time and prune mark."""
+
+    model: str | None
+    created_at: float
+    raw_pruned_at: float | None
+
+
+def _key_in(db_session: Session, column: Any, values: list[str]) -> list[Any]:
+    """WHERE clauses matching `column` against `values`: one `= ANY(array)` on Postgres (one
+    parameter, nothing to render per value), else IN lists of _KEY_CHUNK values."""
+    if db_session.get_bind().dialect.name == "postgresql":
+        return [column == any_(bindparam("keys", values, type_=ARRAY(String)))]
+    return [column.in_(values[k : k + _KEY_CHUNK]) for k in range(0, len(values), _KEY_CHUNK)]
+
+
+def job_rows(*, db_session: Session, job_ids: Iterable[str]) -> dict[str, JobRow]:
+    """The stored row of each of these jobs that has one, in one statement on Postgres."""
+    jt = Job.__table__
+    found: dict[str, JobRow] = {}
+    for where in _key_in(db_session, jt.c.job_id, sorted(set(job_ids))):
         rows = db_session.execute(
-            select(Job.job_id, Job.created_at).where(Job.job_id.in_(ordered[k : k + _KEY_CHUNK]))
+            select(jt.c.job_id, jt.c.model, jt.c.created_at, jt.c.raw_pruned_at).where(where)
         )
-        for job_id, created_at in rows:
-            months[job_id] = month_of(created_at)
+        for job_id, model, created_at, pruned_at in rows:
+            found[job_id] = JobRow(model, created_at, pruned_at)
+    return found
+
+
+def job_months(
+    *,
+    db_session: Session,
+    job_ids: set[str],
+    now: float,
+    rows: Mapping[str, JobRow] | None = None,
+) -> dict[str, int]:
+    """Each job's partition month: the month of its jobs.created_at, else of now (a new job).
+
+    `rows` are the jobs' stored rows when the caller has read them already (job_rows).
+    """
+    if rows is None:
+        rows = job_rows(db_session=db_session, job_ids=job_ids)
+    months = dict.fromkeys(job_ids, month_of(now))
+    for job_id in job_ids:
+        row = rows.get(job_id)
+        if row is not None:
+            months[job_id] = month_of(row.created_at)
     return months
 
 
 def insert_new(
-    *, db_session: Session, events: list[dict[str, Any]], now: float
+    *,
+    db_session: Session,
+    events: list[dict[str, Any]],
+    now: float,
+    jobs: Mapping[str, JobRow] | None = None,
 ) -> set[tuple[str, str]]:
-    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted."""
+    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted.
+
+    `jobs`: the stored rows of the events' jobs when the caller has read them (job_rows).
+    """
     # One key order for every batch, so that concurrent overlapping batches take the unique
     # index's locks in the same order (no deadlock cycle on Postgres).
     events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
-    months = job_months(db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now)
+    months = job_months(
+        db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now, rows=jobs
+    )
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
