@@ -64,7 +64,7 @@ def _str_field(raw: Any, name: str, limit: int) -> str | None:
 
 
 def _resolve_models(
-    jobs: dict[str, event_store.JobRow],
+    jobs: event_store.StoredJobs,
     token: ApiToken | None,
     valid: list[tuple[int, dict[str, Any]]],
     reject: Any,
@@ -81,7 +81,7 @@ def _resolve_models(
     """
     models: dict[str, str | None] = {}
     for _index, ev in valid:
-        row = jobs.get(ev["job_id"])
+        row = jobs.rows.get(ev["job_id"])
         if row is not None:
             models[ev["job_id"]] = row.model
     submitted_models: dict[str, set[str]] = {}
@@ -280,10 +280,10 @@ def ingest_batch(
             reject(index, ev, CONFLICT_ERROR)
 
     # One read of the batch's stored jobs serves the prune check, the models and the months.
-    jobs: dict[str, event_store.JobRow] = {}
+    jobs = event_store.StoredJobs()
     if valid:
         jobs = event_store.job_rows(
-            db_session=db_session, job_ids={ev["job_id"] for _, ev in valid}
+            db_session=db_session, job_ids={ev["job_id"] for _, ev in valid}, now=now
         )
         valid = _refuse_pruned(jobs, valid, reject)
     models: dict[str, str | None] = {}
@@ -330,11 +330,13 @@ def ingest_batch(
 
 
 def _refuse_pruned(
-    jobs: dict[str, event_store.JobRow], valid: list[tuple[int, dict[str, Any]]], reject: Any
+    jobs: event_store.StoredJobs, valid: list[tuple[int, dict[str, Any]]], reject: Any
 ) -> list[tuple[int, dict[str, Any]]]:
     """Refuse the events of jobs whose raw events `ett db prune` dropped: their result is final."""
     pruned = {
-        job_id: row.raw_pruned_at for job_id, row in jobs.items() if row.raw_pruned_at is not None
+        job_id: row.raw_pruned_at
+        for job_id, row in jobs.rows.items()
+        if row.raw_pruned_at is not None
     }
     if not pruned:
         return valid
@@ -356,7 +358,7 @@ def _refuse_pruned(
 
 def _store_valid(
     db_session: Session,
-    jobs: dict[str, event_store.JobRow],
+    jobs: event_store.StoredJobs,
     valid: list[tuple[int, dict[str, Any]]],
     now: float,
     result: IngestResult,

@@ -7,6 +7,7 @@ seconds); deciding what to accept, dedupe and reject is ingest's work, not this 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -14,7 +15,6 @@ from sqlalchemy import (
     ARRAY,
     String,
     Text,
-    any_,
     bindparam,
     cast,
     delete,
@@ -51,14 +51,25 @@ _PG_INSERT_RAW = (
 )
 
 
-def _pg_target(db_session: Session, months: dict[str, int]) -> str:
+def _pg_target(
+    db_session: Session, months: dict[str, int], known: Mapping[int, bool] | None = None
+) -> str:
     """Where a Postgres batch's rows go: its month's partition when the whole batch is of one
     month that has one (routing each row through the parent costs about a quarter of ingest),
-    else the partitioned parent, which routes each row (the DEFAULT partition included)."""
+    else the partitioned parent, which routes each row (the DEFAULT partition included).
+
+    `known`: months whose partition was found present or absent by the read of the batch's
+    jobs (job_rows); any other month is looked up.
+    """
     distinct = set(months.values())
     if len(distinct) == 1:
-        name = f"raw_events_p{distinct.pop()}"
-        if db_session.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
+        month = distinct.pop()
+        name = f"raw_events_p{month}"
+        exists = (known or {}).get(month)
+        if exists is None:
+            found = db_session.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar()
+            exists = found is not None
+        if exists:
             return name
     return "raw_events"
 
@@ -71,24 +82,46 @@ class JobRow(NamedTuple):
     raw_pruned_at: float | None
 
 
-def _key_in(db_session: Session, column: Any, values: list[str]) -> list[Any]:
-    """WHERE clauses matching `column` against `values`: one `= ANY(array)` on Postgres (one
-    parameter, nothing to render per value), else IN lists of _KEY_CHUNK values."""
+@dataclass
+class StoredJobs:
+    """A batch's stored jobs by id, and which months' raw_events partitions exist (Postgres)."""
+
+    rows: dict[str, JobRow] = field(default_factory=dict)
+    partitions: dict[int, bool] = field(default_factory=dict)
+
+
+# One round trip for what a batch reads before it writes: its jobs' rows and whether the
+# partition of the month a new job would go to exists (the one-row side keeps that answer when
+# no job is stored yet).
+_PG_JOB_ROWS = text(
+    "SELECT p.part, j.job_id, j.model, j.created_at, j.raw_pruned_at "
+    "FROM (SELECT to_regclass(CAST(:part AS text)) IS NOT NULL AS part) AS p "
+    "LEFT JOIN jobs AS j ON j.job_id = ANY(:keys)"
+).bindparams(bindparam("keys", type_=ARRAY(String)))
+
+
+def job_rows(*, db_session: Session, job_ids: Iterable[str], now: float) -> StoredJobs:
+    """The stored row of each of these jobs that has one; on Postgres in one statement, which
+    also says whether the partition of now's month exists."""
+    found = StoredJobs()
+    ordered = sorted(set(job_ids))
     if db_session.get_bind().dialect.name == "postgresql":
-        return [column == any_(bindparam("keys", values, type_=ARRAY(String)))]
-    return [column.in_(values[k : k + _KEY_CHUNK]) for k in range(0, len(values), _KEY_CHUNK)]
-
-
-def job_rows(*, db_session: Session, job_ids: Iterable[str]) -> dict[str, JobRow]:
-    """The stored row of each of these jobs that has one, in one statement on Postgres."""
+        month = month_of(now)
+        rows = db_session.execute(_PG_JOB_ROWS, {"part": f"raw_events_p{month}", "keys": ordered})
+        for part, job_id, model, created_at, pruned_at in rows:
+            found.partitions[month] = part
+            if job_id is not None:
+                found.rows[job_id] = JobRow(model, created_at, pruned_at)
+        return found
     jt = Job.__table__
-    found: dict[str, JobRow] = {}
-    for where in _key_in(db_session, jt.c.job_id, sorted(set(job_ids))):
+    for k in range(0, len(ordered), _KEY_CHUNK):
         rows = db_session.execute(
-            select(jt.c.job_id, jt.c.model, jt.c.created_at, jt.c.raw_pruned_at).where(where)
+            select(jt.c.job_id, jt.c.model, jt.c.created_at, jt.c.raw_pruned_at).where(
+                jt.c.job_id.in_(ordered[k : k + _KEY_CHUNK])
+            )
         )
         for job_id, model, created_at, pruned_at in rows:
-            found[job_id] = JobRow(model, created_at, pruned_at)
+            found.rows[job_id] = JobRow(model, created_at, pruned_at)
     return found
 
 
@@ -97,14 +130,13 @@ def job_months(
     db_session: Session,
     job_ids: set[str],
     now: float,
-    rows: Mapping[str, JobRow] | None = None,
+    jobs: StoredJobs | None = None,
 ) -> dict[str, int]:
     """Each job's partition month: the month of its jobs.created_at, else of now (a new job).
 
-    `rows` are the jobs' stored rows when the caller has read them already (job_rows).
+    `jobs`: the jobs' stored rows when the caller has read them already (job_rows).
     """
-    if rows is None:
-        rows = job_rows(db_session=db_session, job_ids=job_ids)
+    rows = (jobs or job_rows(db_session=db_session, job_ids=job_ids, now=now)).rows
     months = dict.fromkeys(job_ids, month_of(now))
     for job_id in job_ids:
         row = rows.get(job_id)
@@ -118,7 +150,7 @@ def insert_new(
     db_session: Session,
     events: list[dict[str, Any]],
     now: float,
-    jobs: Mapping[str, JobRow] | None = None,
+    jobs: StoredJobs | None = None,
 ) -> set[tuple[str, str]]:
     """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted.
 
@@ -127,8 +159,10 @@ def insert_new(
     # One key order for every batch, so that concurrent overlapping batches take the unique
     # index's locks in the same order (no deadlock cycle on Postgres).
     events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
+    if jobs is None:
+        jobs = job_rows(db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now)
     months = job_months(
-        db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now, rows=jobs
+        db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now, jobs=jobs
     )
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
@@ -138,7 +172,7 @@ def insert_new(
             "events": orjson.dumps(events).decode(),
             "months": orjson.dumps(months).decode(),
         }
-        sql = _PG_INSERT_RAW.format(table=_pg_target(db_session, months))
+        sql = _PG_INSERT_RAW.format(table=_pg_target(db_session, months, jobs.partitions))
         # Straight to the driver (no statement to compile) and the keys fetched in one call:
         # the returned keys of 1,000 rows cost several times more as the ORM's result rows.
         rows = db_session.connection().exec_driver_sql(sql, params).fetchall()
