@@ -252,19 +252,23 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         nargs="?",
+        action="append",
         const=BEFORE_PARTITIONS,
         metavar="REV",
         help="also measure the code and schema of git revision REV, rounds interleaved "
-        f"(default {BEFORE_PARTITIONS}, the last commit before migration 0011)",
+        f"(default {BEFORE_PARTITIONS}, the last commit before migration 0011); repeatable",
     )
     args = parser.parse_args()
+    baselines = list(dict.fromkeys(args.baseline or []))
     sides: dict[str, tuple[list[float], list[float]]] = {"after": ([], [])}
+    loads: list[float] = []
     with contextlib.ExitStack() as stack:
         targets = {"after": (stack.enter_context(scratch_postgres()), None)}
-        if args.baseline:
-            sides["before"] = ([], [])
-            tree = stack.enter_context(exported_tree(args.baseline))
-            targets["before"] = (stack.enter_context(scratch_postgres_at(tree)), tree)
+        for rev in baselines:
+            label = f"before ({rev})"
+            sides[label] = ([], [])
+            tree = stack.enter_context(exported_tree(rev))
+            targets[label] = (stack.enter_context(scratch_postgres_at(tree)), tree)
         servers = {}
         try:
             for label, (url, tree) in targets.items():
@@ -276,16 +280,20 @@ def main() -> None:
                     base, token = servers[label][1], servers[label][2]
                     sides[label][0].append(bench_post(base, token, events, args.batch))
                     sides[label][1].append(bench_copy(url, events))
+                    loads.append(os.getloadavg()[0])
         finally:
             for server, _base, _token in servers.values():
                 server.terminate()
                 server.wait(10)
     print(f"events: {args.events} per round, batch: {args.batch}, rounds: {args.rounds}")
+    print(f"load average (1 min) during the rounds: {min(loads):.1f} to {max(loads):.1f}")
     post_rate, copy_rate = _rates("after: ", *sides["after"])
-    if args.baseline:
-        before_post, before_copy = _rates(f"before ({args.baseline}):", *sides["before"])
+    for label in sides:
+        if label == "after":
+            continue
+        before_post, before_copy = _rates(f"{label}:", *sides[label])
         print(
-            f"after/before: POST {post_rate / before_post:.2f}, COPY {copy_rate / before_copy:.2f}"
+            f"after/{label}: POST {post_rate / before_post:.2f}, COPY {copy_rate / before_copy:.2f}"
         )
     ok = post_rate >= 20_000 and post_rate >= copy_rate / 2
     print("target (>= 20,000/s and >= 1/2 of COPY):", "met" if ok else "NOT met")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal, NotRequired, Union
 
 from pydantic import (
@@ -25,7 +26,7 @@ from backend.ett.catalogue import (
     MAX_HOSTS,
 )
 from backend.text import text_problem
-from backend.timefmt import MAX_EPOCH_S, parse_time
+from backend.timefmt import MAX_EPOCH_S, MIN_EPOCH_S, parse_time
 
 # First component of a phase name; sub-stages (`trainer_init.process_group`) share their root's rules.
 PHASE_ROOTS = (
@@ -300,25 +301,127 @@ def check_values(raw: dict[str, Any]) -> None:
             raise EventError(found)
 
 
+# The hot path: an agent's progress windows, phases, checkpoints and heartbeats, written plainly
+# (ASCII text, epoch-second times, no extra field), are checked and normalized here without
+# pydantic. Any doubt gives None and the full path runs, which accepts the same events with
+# the same result (tests/ingest/test_fast_validation.py) and alone words the errors.
+_ID, _JOB, _ATTEMPT, _TIME, _CURSOR, _COUNT, _PHASE, _HOST, _FLAG = range(9)
+_TEXT_LIMITS = {_ID: 64, _JOB: 128, _HOST: 256}
+_FAST_FIELDS: dict[str, tuple[tuple[str, int, bool], ...]] = {}
+for _etype, _fields in {
+    "progress": (
+        ("start", _TIME, True),
+        ("end", _TIME, True),
+        ("cursor_start", _CURSOR, True),
+        ("cursor_end", _CURSOR, True),
+        ("steps", _COUNT, True),
+    ),
+    "heartbeat": (("ts", _TIME, True), ("host", _HOST, False)),
+    "phase": (
+        ("phase", _PHASE, True),
+        ("start", _TIME, True),
+        ("end", _TIME, True),
+        ("span_id", _ID, False),
+    ),
+    "phase_started": (("phase", _PHASE, True), ("start", _TIME, True), ("span_id", _ID, False)),
+    "checkpoint": (
+        ("start", _TIME, True),
+        ("blocking_end", _TIME, True),
+        ("committed", _TIME, False),
+        ("cursor", _CURSOR, False),
+        ("bytes", _COUNT, False),
+        ("ok", _FLAG, False),
+    ),
+}.items():
+    # The order of the TypedDicts (pydantic's output order): the key, attempt, type, the rest.
+    _FAST_FIELDS[_etype] = (
+        ("event_id", _ID, True),
+        ("job_id", _JOB, True),
+        ("attempt", _ATTEMPT, True),
+        *_fields,
+    )
+_PHASE_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
+# Phase names seen valid (a fleet uses a few dozen); bounded so that no sender can grow it.
+_PHASES_OK: set[str] = set()
+_MAX_PHASES_OK = 4_096
+
+
+def _phase_ok(name: str) -> bool:
+    if name in _PHASES_OK:
+        return True
+    if not (name.isascii() and len(name) <= 128 and _PHASE_PATTERN.fullmatch(name)):
+        return False
+    root = name.split(".", 1)[0]
+    if root not in PHASE_ROOTS or name == "custom":
+        return False
+    if len(_PHASES_OK) < _MAX_PHASES_OK:
+        _PHASES_OK.add(name)
+    return True
+
+
+def _fast_event(raw: dict[str, Any], lo: float, hi: float) -> dict[str, Any] | None:
+    """The normalized form of a plainly written hot-path event, or None (then the full path)."""
+    etype = raw.get("type")
+    fields = _FAST_FIELDS.get(etype) if type(etype) is str else None
+    if fields is None:
+        return None
+    out: dict[str, Any] = {}
+    seen = 1  # `type`
+    for name, kind, needed in fields:
+        if name not in raw:
+            if needed:
+                return None
+            continue
+        value = raw[name]
+        vtype = type(value)
+        if kind == _TIME:
+            if not ((vtype is float or vtype is int) and lo <= value <= hi):
+                return None
+            value = float(value)
+        elif kind == _CURSOR:
+            if vtype is float:
+                if not 0.0 <= value < math.inf:
+                    return None
+            elif vtype is int and 0 <= value <= MAX_INT:
+                value = float(value)
+            else:
+                return None
+        elif kind == _COUNT:
+            if not (vtype is int and 0 <= value <= MAX_INT):
+                return None
+        elif kind == _ATTEMPT:
+            if not (vtype is int and 0 <= value <= 1_000_000):
+                return None
+        elif kind == _PHASE:
+            if not (vtype is str and value and _phase_ok(value)):
+                return None
+        elif kind == _FLAG:
+            if vtype is not bool:
+                return None
+        elif not (
+            vtype is str
+            and 0 < len(value) <= _TEXT_LIMITS[kind]
+            and value.isascii()
+            and "\x00" not in value
+        ):
+            return None
+        out[name] = value
+        seen += 1
+        if name == "attempt":
+            out["type"] = etype
+    return out if seen == len(raw) else None
+
+
 def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) -> dict[str, Any]:
     """Validate one wire event and return its normalized form, or raise EventError.
 
     `time_window` (epoch seconds, inclusive) overrides the default window for its times.
     """
-    if not isinstance(raw, dict):
-        raise EventError(f"event: expected a JSON object, got {type(raw).__name__}")
-    check_values(raw)
-    etype = raw.get("type")
-    adapter = _ADAPTERS.get(etype) if isinstance(etype, str) else None
-    if adapter is None:
-        if "type" not in raw:
-            raise EventError("type: field required")
-        raise EventError(f"type: {etype!r} is not one of {', '.join(EVENT_TYPES)}")
-    try:
-        context = {"time_window": time_window} if time_window else None
-        event: dict[str, Any] = adapter.validate_python(raw, context=context)
-    except ValidationError as err:
-        raise EventError(_describe(err)) from None
+    lo, hi = time_window or (MIN_EPOCH_S, MAX_EPOCH_S)
+    event = _fast_event(raw, lo, hi) if type(raw) is dict else None
+    if event is None:
+        event = _full_event(raw, time_window)
+    etype = event["type"]
     order = _ORDERED.get(etype)
     if order and event[order[1]] < event[order[0]]:
         raise EventError(f"{order[1]}: is before {order[0]}")
@@ -330,6 +433,24 @@ def validate_event(raw: Any, *, time_window: tuple[float, float] | None = None) 
     if etype in ("job_submitted", "job_ended"):
         event["attempt"] = None
     return event
+
+
+def _full_event(raw: Any, time_window: tuple[float, float] | None) -> dict[str, Any]:
+    """Any event through pydantic: its normalized form, or EventError saying what is wrong."""
+    if not isinstance(raw, dict):
+        raise EventError(f"event: expected a JSON object, got {type(raw).__name__}")
+    check_values(raw)
+    etype = raw.get("type")
+    adapter = _ADAPTERS.get(etype) if isinstance(etype, str) else None
+    if adapter is None:
+        if "type" not in raw:
+            raise EventError("type: field required")
+        raise EventError(f"type: {etype!r} is not one of {', '.join(EVENT_TYPES)}")
+    try:
+        context = {"time_window": time_window} if time_window else None
+        return adapter.validate_python(raw, context=context)
+    except ValidationError as err:
+        raise EventError(_describe(err)) from None
 
 
 def event_json_schema() -> dict[str, Any]:

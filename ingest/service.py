@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import case, func, select, text, update
+from sqlalchemy import case, func, text, update
 from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
@@ -63,14 +63,8 @@ def _str_field(raw: Any, name: str, limit: int) -> str | None:
     return storable(value)[:limit] if isinstance(value, str) else None
 
 
-def _job_models(db_session: Session, job_ids: set[str]) -> dict[str, str | None]:
-    jt = Job.__table__
-    rows = db_session.execute(select(jt.c.job_id, jt.c.model).where(jt.c.job_id.in_(job_ids)))
-    return {job_id: model for job_id, model in rows}
-
-
 def _resolve_models(
-    db_session: Session,
+    jobs: event_store.StoredJobs,
     token: ApiToken | None,
     valid: list[tuple[int, dict[str, Any]]],
     reject: Any,
@@ -85,8 +79,11 @@ def _resolve_models(
     batch and against the model of every stored job (either refusal is the whole batch's 403);
     its other events for a job no job_submitted has named yet are held (docs/PROTOCOL.md).
     """
-    known = _job_models(db_session, {ev["job_id"] for _, ev in valid})
-    models: dict[str, str | None] = dict(known)
+    models: dict[str, str | None] = {}
+    for _index, ev in valid:
+        row = jobs.rows.get(ev["job_id"])
+        if row is not None:
+            models[ev["job_id"]] = row.model
     submitted_models: dict[str, set[str]] = {}
     for _index, ev in valid:
         if ev["type"] == "job_submitted":
@@ -282,19 +279,26 @@ def ingest_batch(
         else:
             reject(index, ev, CONFLICT_ERROR)
 
+    # One read of the batch's stored jobs serves the prune check, the models and the months.
+    jobs = event_store.StoredJobs()
     if valid:
-        valid = _refuse_pruned(db_session, valid, reject)
+        jobs = event_store.job_rows(
+            db_session=db_session, job_ids={ev["job_id"] for _, ev in valid}, now=now
+        )
+        valid = _refuse_pruned(jobs, valid, reject)
     models: dict[str, str | None] = {}
     released: list[tuple[int, dict[str, Any]]] = []
     if valid:
-        valid, held, models = _resolve_models(db_session, token, valid, reject)
+        valid, held, models = _resolve_models(jobs, token, valid, reject)
         if held and token is not None:
             result.held, dups = _hold(db_session, token, held, now, max_held_per_job, reject)
             result.duplicates += dups
         released = _release(db_session, models, now, rejected_rows)
     stored: list[dict[str, Any]] = []
     if valid:
-        stored = _store_valid(db_session, valid, now, result, reject, rejected_rows, token_name)
+        stored = _store_valid(
+            db_session, jobs, valid, now, result, reject, rejected_rows, token_name
+        )
         result.accepted = len(stored)
     if released:
         # Events of earlier batches: stored after this batch's own, settled against them by
@@ -315,7 +319,7 @@ def ingest_batch(
             )
 
         stored += _store_valid(
-            db_session, released, now, aside, reject_released, rejected_rows, token_name
+            db_session, jobs, released, now, aside, reject_released, rejected_rows, token_name
         )
         result.released = len(stored) - result.accepted
     if stored:
@@ -326,20 +330,14 @@ def ingest_batch(
 
 
 def _refuse_pruned(
-    db_session: Session, valid: list[tuple[int, dict[str, Any]]], reject: Any
+    jobs: event_store.StoredJobs, valid: list[tuple[int, dict[str, Any]]], reject: Any
 ) -> list[tuple[int, dict[str, Any]]]:
     """Refuse the events of jobs whose raw events `ett db prune` dropped: their result is final."""
-    job_ids = sorted({ev["job_id"] for _, ev in valid})
-    pruned: dict[str, float] = {}
-    jt = Job.__table__
-    for k in range(0, len(job_ids), 500):
-        pruned.update(
-            db_session.execute(
-                select(jt.c.job_id, jt.c.raw_pruned_at).where(
-                    jt.c.job_id.in_(job_ids[k : k + 500]), jt.c.raw_pruned_at.is_not(None)
-                )
-            ).all()
-        )
+    pruned = {
+        job_id: row.raw_pruned_at
+        for job_id, row in jobs.rows.items()
+        if row.raw_pruned_at is not None
+    }
     if not pruned:
         return valid
     kept = []
@@ -360,6 +358,7 @@ def _refuse_pruned(
 
 def _store_valid(
     db_session: Session,
+    jobs: event_store.StoredJobs,
     valid: list[tuple[int, dict[str, Any]]],
     now: float,
     result: IngestResult,
@@ -369,7 +368,7 @@ def _store_valid(
 ) -> list[dict[str, Any]]:
     """Insert new events and settle the known ones; returns the events stored (new or replacing)."""
     inserted = event_store.insert_new(
-        db_session=db_session, events=[ev for _, ev in valid], now=now
+        db_session=db_session, events=[ev for _, ev in valid], now=now, jobs=jobs
     )
     new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
     replaced = _settle_conflicts(

@@ -7,10 +7,23 @@ seconds); deciding what to accept, dedupe and reject is ingest's work, not this 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Text, cast, delete, func, select, text, tuple_, update
+from sqlalchemy import (
+    ARRAY,
+    String,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
@@ -31,46 +44,126 @@ _PG_INSERT_RAW = (
     "INSERT INTO {table} (event_id, job_id, type, attempt, ts, received_at, payload, "
     "job_month) "
     "SELECT e->>'event_id', e->>'job_id', e->>'type', (e->>'attempt')::int, "
-    "COALESCE((e->>'ts')::float8, (e->>'start')::float8), :received_at, e, "
-    "(CAST(:months AS jsonb)->>(e->>'job_id'))::int "
-    "FROM jsonb_array_elements(CAST(:events AS jsonb)) AS e "
+    "COALESCE((e->>'ts')::float8, (e->>'start')::float8), %(received_at)s, e, "
+    "(CAST(%(months)s AS jsonb)->>(e->>'job_id'))::int "
+    "FROM jsonb_array_elements(CAST(%(events)s AS jsonb)) AS e "
     "ON CONFLICT (job_id, event_id, job_month) DO NOTHING RETURNING job_id, event_id"
 )
 
 
-def _pg_target(db_session: Session, months: dict[str, int]) -> str:
+def _pg_target(
+    db_session: Session, months: dict[str, int], known: Mapping[int, bool] | None = None
+) -> str:
     """Where a Postgres batch's rows go: its month's partition when the whole batch is of one
     month that has one (routing each row through the parent costs about a quarter of ingest),
-    else the partitioned parent, which routes each row (the DEFAULT partition included)."""
+    else the partitioned parent, which routes each row (the DEFAULT partition included).
+
+    `known`: months whose partition was found present or absent by the read of the batch's
+    jobs (job_rows); any other month is looked up.
+    """
     distinct = set(months.values())
     if len(distinct) == 1:
-        name = f"raw_events_p{distinct.pop()}"
-        if db_session.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
+        month = distinct.pop()
+        name = f"raw_events_p{month}"
+        exists = (known or {}).get(month)
+        if exists is None:
+            found = db_session.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar()
+            exists = found is not None
+        if exists:
             return name
     return "raw_events"
 
 
-def job_months(*, db_session: Session, job_ids: set[str], now: float) -> dict[str, int]:
-    """Each job's partition month: the month of its jobs.created_at, else of now (a new job)."""
-    months = dict.fromkeys(job_ids, month_of(now))
-    ordered = sorted(job_ids)
+class JobRow(NamedTuple):
+    """What ingest reads of a stored job: its model, first-seen time and prune mark."""
+
+    model: str | None
+    created_at: float
+    raw_pruned_at: float | None
+
+
+@dataclass
+class StoredJobs:
+    """A batch's stored jobs by id, and which months' raw_events partitions exist (Postgres)."""
+
+    rows: dict[str, JobRow] = field(default_factory=dict)
+    partitions: dict[int, bool] = field(default_factory=dict)
+
+
+# One round trip for what a batch reads before it writes: its jobs' rows and whether the
+# partition of the month a new job would go to exists (the one-row side keeps that answer when
+# no job is stored yet).
+_PG_JOB_ROWS = text(
+    "SELECT p.part, j.job_id, j.model, j.created_at, j.raw_pruned_at "
+    "FROM (SELECT to_regclass(CAST(:part AS text)) IS NOT NULL AS part) AS p "
+    "LEFT JOIN jobs AS j ON j.job_id = ANY(:keys)"
+).bindparams(bindparam("keys", type_=ARRAY(String)))
+
+
+def job_rows(*, db_session: Session, job_ids: Iterable[str], now: float) -> StoredJobs:
+    """The stored row of each of these jobs that has one; on Postgres in one statement, which
+    also says whether the partition of now's month exists."""
+    found = StoredJobs()
+    ordered = sorted(set(job_ids))
+    if db_session.get_bind().dialect.name == "postgresql":
+        month = month_of(now)
+        rows = db_session.execute(_PG_JOB_ROWS, {"part": f"raw_events_p{month}", "keys": ordered})
+        for part, job_id, model, created_at, pruned_at in rows:
+            found.partitions[month] = part
+            if job_id is not None:
+                found.rows[job_id] = JobRow(model, created_at, pruned_at)
+        return found
+    jt = Job.__table__
     for k in range(0, len(ordered), _KEY_CHUNK):
         rows = db_session.execute(
-            select(Job.job_id, Job.created_at).where(Job.job_id.in_(ordered[k : k + _KEY_CHUNK]))
+            select(jt.c.job_id, jt.c.model, jt.c.created_at, jt.c.raw_pruned_at).where(
+                jt.c.job_id.in_(ordered[k : k + _KEY_CHUNK])
+            )
         )
-        for job_id, created_at in rows:
-            months[job_id] = month_of(created_at)
+        for job_id, model, created_at, pruned_at in rows:
+            found.rows[job_id] = JobRow(model, created_at, pruned_at)
+    return found
+
+
+def job_months(
+    *,
+    db_session: Session,
+    job_ids: set[str],
+    now: float,
+    jobs: StoredJobs | None = None,
+) -> dict[str, int]:
+    """Each job's partition month: the month of its jobs.created_at, else of now (a new job).
+
+    `jobs`: the jobs' stored rows when the caller has read them already (job_rows).
+    """
+    rows = (jobs or job_rows(db_session=db_session, job_ids=job_ids, now=now)).rows
+    months = dict.fromkeys(job_ids, month_of(now))
+    for job_id in job_ids:
+        row = rows.get(job_id)
+        if row is not None:
+            months[job_id] = month_of(row.created_at)
     return months
 
 
 def insert_new(
-    *, db_session: Session, events: list[dict[str, Any]], now: float
+    *,
+    db_session: Session,
+    events: list[dict[str, Any]],
+    now: float,
+    jobs: StoredJobs | None = None,
 ) -> set[tuple[str, str]]:
-    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted."""
+    """Insert new events, skipping known (job_id, event_id) keys; returns the keys inserted.
+
+    `jobs`: the stored rows of the events' jobs when the caller has read them (job_rows).
+    """
     # One key order for every batch, so that concurrent overlapping batches take the unique
     # index's locks in the same order (no deadlock cycle on Postgres).
     events = sorted(events, key=lambda ev: (ev["job_id"], ev["event_id"]))
-    months = job_months(db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now)
+    if jobs is None:
+        jobs = job_rows(db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now)
+    months = job_months(
+        db_session=db_session, job_ids={ev["job_id"] for ev in events}, now=now, jobs=jobs
+    )
     if db_session.get_bind().dialect.name == "postgresql":
         # One statement, one JSON parameter: a multi-row VALUES of 7,000 parameters costs
         # more to build and parse than the insert itself.
@@ -79,8 +172,11 @@ def insert_new(
             "events": orjson.dumps(events).decode(),
             "months": orjson.dumps(months).decode(),
         }
-        stmt = text(_PG_INSERT_RAW.format(table=_pg_target(db_session, months)))
-        return {(j, e) for j, e in db_session.execute(stmt, params)}
+        sql = _PG_INSERT_RAW.format(table=_pg_target(db_session, months, jobs.partitions))
+        # Straight to the driver (no statement to compile) and the keys fetched in one call:
+        # the returned keys of 1,000 rows cost several times more as the ORM's result rows.
+        rows = db_session.connection().exec_driver_sql(sql, params).fetchall()
+        return {(j, e) for j, e in rows}
     rows = [
         {
             "event_id": ev["event_id"],
