@@ -249,7 +249,9 @@ def test_the_job_answer_says_what_each_attempt_number_is(client: Any, ingest_tok
         "attempt 1000 (requeue 1)",
         "attempt 1001 (requeue 1, in-place restart 1)",
     ]
-    parts = [r["part"] for r in job_page.l1_table(got).data if r["part"].startswith("TTR")]
+    # The table comes wrapped with its CSV download: the DataTable is the first child.
+    rows = job_page.l1_table(got).children[0].data
+    parts = [r["part"] for r in rows if r["part"].startswith("TTR")]
     assert parts == [
         "TTR 1: app_error, attempt 0",
         "TTR 2: infra, attempt 1 (in-place restart 1)",
