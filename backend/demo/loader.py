@@ -94,6 +94,7 @@ class DemoOnCall:
     def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.max_silence_s = settings.silence_max_duration_s
         self.silenced: str | None = None
+        self.silenced_fired = False
         self.acknowledged: str | None = None
         if database is not None:
             # A resumed load: what the on-call already did stays done.
@@ -103,7 +104,7 @@ class DemoOnCall:
 
             with database.session() as s:
                 if s.scalar(select(Silence.id).where(Silence.created_by == DEMO_ONCALL).limit(1)):
-                    self.silenced = "(before)"
+                    self.silenced, self.silenced_fired = "(before)", True
                 if s.scalar(
                     select(Acknowledgement.fingerprint)
                     .where(Acknowledgement.acknowledged_by == DEMO_ONCALL)
@@ -120,6 +121,12 @@ class DemoOnCall:
             state = db_session.get(AlertState, fp)
             if state is None:
                 continue
+            if fp == self.silenced and new == "firing":
+                self.silenced_fired = True
+            elif fp == self.silenced and new == "inactive" and not self.silenced_fired:
+                # It went back inside before firing: no episode shows the silence, so the
+                # on-call silences the next alert that goes pending (this silence stays).
+                self.silenced = None
             if new == "pending" and self.silenced is None:
                 silences.create_silence(
                     db_session=db_session,

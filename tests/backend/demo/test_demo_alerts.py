@@ -87,10 +87,14 @@ def test_replayed_episodes_match_the_breached_history(database, settings, client
     (ack,) = acks
     acked = [e for e in episodes if (e.fingerprint, e.episode) == (ack.fingerprint, ack.episode)]
     assert len(acked) == 1 and acked[0].fired_at < ack.created_at
-    (silence,) = silences
+    # The on-call silences an alert as it goes pending; one that went back inside before firing
+    # shows in no episode, and the on-call then silences the next one.
+    assert silences and all(s.created_by == loader.DEMO_ONCALL for s in silences)
     silenced = [e for e in episodes if e.silenced_by is not None]
-    assert [e.silenced_by for e in silenced] == [silence.id]
-    assert silence.created_by == loader.DEMO_ONCALL
+    assert silenced
+    (silence,) = [s for s in silences if s.id == silenced[0].silenced_by]
+    assert {e.silenced_by for e in silenced} == {silence.id}
+    assert silence.id == max(s.id for s in silences)
     assert silence.starts_at == silenced[0].breach_started_at
     assert acked[0].fingerprint != silenced[0].fingerprint
     # The silence held the firing notice back; the other episodes queued theirs.
@@ -101,7 +105,8 @@ def test_replayed_episodes_match_the_breached_history(database, settings, client
 
     # REST: resolved alerts exist, and the episodes list says who acknowledged.
     resolved = client.get("/api/v1/alerts", params={"state": "resolved"})
-    assert resolved.status_code == 200 and resolved.json()
+    assert resolved.status_code == 200 and resolved.json()["items"]
+    assert all(a["state"] == "resolved" for a in resolved.json()["items"])
     answer = client.get(
         "/api/v1/alerts/episodes", params={"start": episodes[0].fired_at - 1}
     ).json()
@@ -118,4 +123,4 @@ def test_replayed_episodes_match_the_breached_history(database, settings, client
     assert _episodes(database) == before
     with database.session() as s:
         assert len(list(s.scalars(select(Acknowledgement)))) == 1
-        assert len(list(s.scalars(select(Silence)))) == 1
+        assert len(list(s.scalars(select(Silence)))) == len(silences)
