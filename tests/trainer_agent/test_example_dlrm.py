@@ -76,9 +76,10 @@ def test_dlrm_with_a_crash_and_a_sigterm(live: LiveServer, tmp_path: Path) -> No
             compile_s[iv["attempt"]] += epoch(iv["end"]) - epoch(iv["start"])
     assert all(compile_s[a] > 0 for a in (0, 1, 2)), dict(compile_s)
 
-    # SPEC section 4 identities.
+    # SPEC section 4 identities, to REST's rounding: each value is within 0.5 ms of its own.
     e2e = answer["e2e_s"]
-    assert abs(sum(answer["components"].values()) - e2e) < 1e-3
+    comps = answer["components"].values()
+    assert abs(sum(comps) - e2e) <= 5e-4 * (len(comps) + 1) + 1e-9
     l1 = answer["l1"]
     level1 = (
         answer["effective_s"]
@@ -87,7 +88,8 @@ def test_dlrm_with_a_crash_and_a_sigterm(live: LiveServer, tmp_path: Path) -> No
         + l1["in_loop_waste_s"]
         + l1["final_shutdown_s"]
     )
-    assert abs(level1 - e2e) < 1e-3
+    terms = 4 + len(l1["ttr_s"]) + 1
+    assert abs(level1 - e2e) <= 5e-4 * (terms + 1) + 1e-9
     # Every event the agents produced was accepted: none rejected, and checkpoints were seen.
     assert live.rejected_count() == 0
     stored = live.stored_events(job)
