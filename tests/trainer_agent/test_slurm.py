@@ -414,7 +414,9 @@ def test_scancel_of_a_training_job_is_a_cancel_not_a_preemption(
     )
     slurm.wait_job(job, ("RUNNING",))
     deadline = time.monotonic() + 30
-    while sum(e["type"] == "progress" for e in live.stored_events(ett_id(slurm, job))) < 3:
+    # Train for over 2 s first: SLURM's times are whole seconds, so a job cancelled within its
+    # first second of training can end (by SLURM's clock) before its training did.
+    while sum(e["type"] == "progress" for e in live.stored_events(ett_id(slurm, job))) < 12:
         assert time.monotonic() < deadline, (slurm.root / "jobs" / f"{job}.out").read_text()
         time.sleep(0.2)
     subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=30)
