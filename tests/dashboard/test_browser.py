@@ -219,15 +219,17 @@ def _pick(browser: Browser, dropdown_id: str, text: str) -> None:
     browser.click_at(browser.wait_for(f"#{dropdown_id}"))
     ActionChains(browser.driver).send_keys(text).perform()
     # Each keystroke is a server-side search; on a loaded machine an earlier keystroke's answer
-    # can arrive last and replace the options. Retyping the last key asks again, as a user would.
-    for retry in range(3):
+    # can arrive last and replace the options, or a keystroke can land before the search box has
+    # the focus. Clearing the box and typing the whole text again asks again, as a user would.
+    for retry in range(4):
         try:
             browser.wait_for_text(".dash-dropdown-content .dash-dropdown-options", text, 10)
             break
         except AssertionError:
-            if retry == 2:
+            if retry == 3:
                 raise
-            ActionChains(browser.driver).send_keys(Keys.BACKSPACE, text[-1]).perform()
+            ActionChains(browser.driver).send_keys(Keys.BACKSPACE * (len(text) + 4)).perform()
+            ActionChains(browser.driver).send_keys(text).perform()
     option = next(
         o
         for o in browser.find_all(".dash-dropdown-content .dash-dropdown-option")
