@@ -285,6 +285,32 @@ def account(
         live = live_facts(tl, pieces, loops=loops)
         gpus = piece_gpus(tl, pieces)
         intervals = [Interval(*p, g) for p, g in zip(pieces, gpus, strict=True)]
+    return job_answer(
+        tl,
+        components=components,
+        wasted=wasted,
+        l1=l1,
+        phases=phases,
+        intervals=intervals,
+        live=live,
+        e2e_gpu_s=sum(iv.gpu_s for iv in intervals),
+        effective_gpu_s=sum(iv.gpu_s for iv in intervals if iv.component == EFFECTIVE),
+    )
+
+
+def job_answer(
+    tl: Timeline,
+    *,
+    components: dict[str, float],
+    wasted: dict[str, float],
+    l1: Level1,
+    phases: dict[str, PhaseTime],
+    intervals: list[Interval],
+    live: dict[str, Any],
+    e2e_gpu_s: float,
+    effective_gpu_s: float,
+) -> JobETT:
+    """The JobETT of a timeline from its sums (the full and the incremental accounting's end)."""
     return JobETT(
         job_id=tl.job_id,
         model=tl.model,
@@ -312,8 +338,8 @@ def account(
         spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
         events=tl.events,
         live=live,
-        e2e_gpu_s=sum(iv.gpu_s for iv in intervals),
-        effective_gpu_s=sum(iv.gpu_s for iv in intervals if iv.component == EFFECTIVE),
+        e2e_gpu_s=e2e_gpu_s,
+        effective_gpu_s=effective_gpu_s,
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from backend.ett.catalogue import COMPONENTS, WASTE_KINDS
-from backend.ett.engine import Interval, JobETT, _summaries, account
+from backend.ett.engine import Interval, JobETT, account, job_answer
 from backend.ett.level1 import FailureL1, Level1, level1, split_final_shutdown
 from backend.ett.livefacts import live_facts, loop_facts
 from backend.ett.partition import (
@@ -441,32 +441,13 @@ def _account_folded(
         entry["first_effective_at"] = eff[1] if eff else None
         entry["effective_s"] = eff[2] if eff else 0.0
     intervals = [Interval(*p, g) for p, g in zip(pieces, gpus, strict=True)]
-    return JobETT(
-        job_id=tl.job_id,
-        model=tl.model,
-        gpus=tl.gpus,
-        labels=tl.labels,
-        config=tl.config,
-        status=tl.status,
-        provisional=tl.provisional,
-        abandoned=tl.abandoned,
-        submitted_at=tl.submitted_at,
-        ended_at=tl.ended_at,
-        e2e_s=tl.ended_at - tl.submitted_at,
+    return job_answer(
+        tl,
         components=acc["components"],
         wasted=acc["wasted"],
         l1=l1,
         phases=phases,
-        warnings=tl.warnings.to_list(),
         intervals=intervals,
-        attempts=_summaries(tl.attempts),
-        live_tail_start=(
-            min(tl.last_event_at, tl.ended_at)
-            if tl.provisional and tl.last_event_at < tl.ended_at
-            else None
-        ),
-        spans=[(sp.attempt, sp.phase, sp.start, sp.end) for sp in tl.spans],
-        events=tl.events,
         live=live,
         e2e_gpu_s=acc["e2e_gpu_s"],
         effective_gpu_s=acc["effective_gpu_s"],
