@@ -107,22 +107,7 @@ def refresh_extended_rollups(
     first = bisect.bisect_right(ivs, d0, key=lambda iv: iv.end)
     tail = [(max(iv.start, d0), iv.end, iv.component, iv.phase, iv.gpus) for iv in ivs[first:]]
     new_days: list[dict[str, Any]] = []
-    for (day, comp, phase), (wall_s, gpu_s) in _job_days(tail, result.gpus):
-        ph = phase or NO_PHASE
-        new_days.append(
-            {
-                "job_id": job_id,
-                "day": day,
-                "component": comp,
-                "phase": ph,
-                "model": model,
-                "wall_s": wall_s,
-                "gpu_s": gpu_s,
-            }
-        )
-        d = delta[(day, model, comp, ph)]
-        d[0] += wall_s
-        d[1] += gpu_s
+    _add_job_days(new_days, delta, job_id, model, _job_days(tail, result.gpus))
     s.execute(delete(FleetJobDay).where(FleetJobDay.job_id == job_id, FleetJobDay.day >= d0))
     for part in _chunks(new_days, 2000):
         s.execute(insert(FleetJobDay), list(part))
@@ -177,22 +162,7 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
     for job_id, r in results.items():
         model = r.model or NO_MODEL
         gpus = weights.gpus_of(r.gpus)
-        for (day, comp, phase), (wall_s, gpu_s) in _job_days(per_job.get(job_id, ()), r.gpus):
-            ph = phase or NO_PHASE
-            new_days.append(
-                {
-                    "job_id": job_id,
-                    "day": day,
-                    "component": comp,
-                    "phase": ph,
-                    "model": model,
-                    "wall_s": wall_s,
-                    "gpu_s": gpu_s,
-                }
-            )
-            d = delta[(day, model, comp, ph)]
-            d[0] += wall_s
-            d[1] += gpu_s
+        _add_job_days(new_days, delta, job_id, model, _job_days(per_job.get(job_id, ()), r.gpus))
         l1 = r.l1 if isinstance(r.l1, dict) else {}
         for i, f in enumerate(l1.get("failures") or []):
             ts = _ts(f.get("ts"))
@@ -234,6 +204,32 @@ def _refresh_chunk(s: Session, ids: list[str]) -> None:
         for part in _chunks(rows, 2000):
             s.execute(insert(table), list(part))
     _apply_delta(s, delta)
+
+
+def _add_job_days(
+    new_days: list[dict[str, Any]],
+    delta: Any,
+    job_id: str,
+    model: str,
+    days: Any,
+) -> None:
+    """Append a job's (day, component, phase) rows to `new_days` and add them to `delta`."""
+    for (day, comp, phase), (wall_s, gpu_s) in days:
+        ph = phase or NO_PHASE
+        new_days.append(
+            {
+                "job_id": job_id,
+                "day": day,
+                "component": comp,
+                "phase": ph,
+                "model": model,
+                "wall_s": wall_s,
+                "gpu_s": gpu_s,
+            }
+        )
+        d = delta[(day, model, comp, ph)]
+        d[0] += wall_s
+        d[1] += gpu_s
 
 
 def _job_days(
