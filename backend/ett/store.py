@@ -17,6 +17,7 @@ from backend.db import insert_for
 from backend.ett.engine import JobETT
 from backend.ett.incremental import AccountState
 from backend.ett.models import JobAccountingState, JobInterval, JobResult
+from backend.jobs import claims
 from backend.jobs.models import Attempt, AttemptHost, Job, Model
 
 _INSERT_CHUNK = 5_000
@@ -148,20 +149,34 @@ def save_state(
 
 
 def forget_states(*, db_session: Session, job_ids: Iterable[str]) -> None:
-    """Drop these jobs' settled states (a stored event was replaced): the next compute is full."""
+    """Drop these jobs' settled states (a stored event was replaced): the next compute is full.
+
+    On Postgres this takes each job's claim first (backend.jobs.claims; it waits for a recompute
+    of the job in progress, bounded by lock_timeout), so no recompute that read the replaced
+    copy can save its state after this.
+    """
     ids = sorted(set(job_ids))
+    if ids and claims.is_postgres(db_session):
+        for job_id in ids:
+            claims.claim(db_session, job_id)
     if ids:
         db_session.execute(delete(JobAccountingState).where(JobAccountingState.job_id.in_(ids)))
 
 
-def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
-    """Replace the job's job_results, job_intervals and attempts rows and its derived fields."""
+def store(
+    *, db_session: Session, job_id: str, result: JobETT | None, write_job: bool = True
+) -> dict[str, Any]:
+    """Replace the job's job_results, job_intervals and attempts rows and its derived fields.
+
+    Returns the derived fields; with write_job=False the caller writes them to `jobs` (a
+    worker does, in its final update, so that it holds the job's row only for its commit).
+    """
     db_session.execute(delete(JobInterval).where(JobInterval.job_id == job_id))
     db_session.execute(delete(JobResult).where(JobResult.job_id == job_id))
     db_session.execute(delete(AttemptHost).where(AttemptHost.job_id == job_id))
     db_session.execute(delete(Attempt).where(Attempt.job_id == job_id))
     if result is None:
-        return
+        return {}
     db_session.execute(
         insert(JobResult).values(job_id=job_id, computed_at=time.time(), **_result_columns(result))
     )
@@ -185,4 +200,6 @@ def store(*, db_session: Session, job_id: str, result: JobETT | None) -> None:
     if result.model is not None:
         _ensure_model(db_session, result.model)
         derived["model"] = result.model
-    db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))
+    if write_job:
+        db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))
+    return derived

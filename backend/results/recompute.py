@@ -5,10 +5,12 @@ Ingest marks touched jobs dirty; these functions (inline after ingest, the Recom
 events, so rollups never re-read raw events. A full recompute reads the job's events once and
 costs time linear in their number.
 
-Several workers share one Postgres: each claims one dirty job per transaction with
-`SELECT ... FOR UPDATE SKIP LOCKED` (a lease that ends with the transaction), so no job is
-computed by two at once, no row is held across another job's recompute, and a worker that
-dies mid-job has its transaction rolled back, which leaves the job dirty for the next claim.
+Several workers share one Postgres: each claims one dirty job per transaction with an advisory
+lock (backend.jobs.claims: a lease that ends with the transaction), so no job is computed by two
+at once, and a worker that dies mid-job has its transaction rolled back, which leaves the job
+dirty for the next claim. The job's `jobs` row, which ingest's dirty mark writes, is taken only
+by the recompute's final update (derived fields, dirty flag), so ingest waits for at most that
+commit, never for a recompute.
 
 An open job is not recomputed from all its events: its settled state (backend.ett.incremental,
 docs/ACCOUNTING.md "Incremental accounting") is extended by the events stored since, and the
@@ -42,7 +44,7 @@ from backend.events.store import (
 )
 from backend.fleet.rollups import refresh_extended_rollups, refresh_job_rollups
 from backend.health import RECOMPUTE_FAILURES
-from backend.jobs import quarantine
+from backend.jobs import claims, quarantine
 from backend.jobs.models import Job, JobQuarantine
 from backend.liveness import ABANDON_TIMEOUT_S, HEARTBEAT_TIMEOUT_S
 from backend.workers import PeriodicWorker
@@ -139,12 +141,19 @@ def _lock_timeout(settings: Settings | None) -> float:
 
 
 def _lock_job(db_session: Session, job_id: str, *, skip_locked: bool) -> bool:
-    """Take the job row's write lock for this transaction; False if absent (or busy, skipping)."""
-    if db_session.get_bind().dialect.name == "postgresql":
-        stmt = (
-            select(Job.job_id).where(Job.job_id == job_id).with_for_update(skip_locked=skip_locked)
+    """Take the job's claim for this transaction; False if it has no row (or is busy, skipping).
+
+    On Postgres the claim is an advisory lock (backend.jobs.claims), not the row's lock.
+    """
+    if claims.is_postgres(db_session):
+        if skip_locked:
+            if not claims.try_claim(db_session, job_id):
+                return False
+        else:
+            claims.claim(db_session, job_id)
+        return (
+            db_session.execute(select(Job.job_id).where(Job.job_id == job_id)).first() is not None
         )
-        return db_session.execute(stmt).first() is not None
     # SQLite: a write first takes the database lock now, not at a later (stale-snapshot) upgrade.
     result = db_session.execute(update(Job).where(Job.job_id == job_id).values(dirty=Job.dirty))
     return bool(result.rowcount)
@@ -268,7 +277,7 @@ def recompute_job(
     any other, or with incremental=False (`ett recompute`), is recomputed from all its raw
     events, which keeps its state for the next batch when it is open.
     With refresh_rollups=False the caller refreshes the fleet rollups itself, in the same
-    transaction (once for a batch). With claimed=True the caller holds the row lock already
+    transaction (once for a batch). With claimed=True the caller holds the job's claim already
     (claim_dirty_job). An extended job whose rollups the caller refreshes is put in `extended`
     (its answer and the instant its intervals changed from: refresh_extended_rollups).
     """
@@ -293,6 +302,7 @@ def recompute_job(
     max_span = _max_span(settings)
     result = None
     grown = None
+    derived: dict[str, Any] = {}
     if incremental:
         grown = _extend(
             db_session=db_session,
@@ -324,7 +334,7 @@ def recompute_job(
             check_run_span(job_id, result, max_span)
             if state is not None:
                 state.marks = {"final_row": None, "final_rows": 0, "read_at": read_at}
-        store(db_session=db_session, job_id=job_id, result=result)
+        derived = store(db_session=db_session, job_id=job_id, result=result, write_job=False)
         if seen is not None:  # a jobs row to hang the state on
             save_state(
                 db_session=db_session,
@@ -342,6 +352,9 @@ def recompute_job(
         )
     elif refresh_rollups:
         refresh_job_rollups(db_session=db_session, job_ids=[job_id])
+    # The job's row, last: from here to the commit is all that ingest's dirty mark can wait on.
+    if derived:
+        db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))
     # Cleared only if no ingest re-marked the job since we read its events.
     db_session.execute(
         update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)
@@ -451,19 +464,22 @@ def recompute_isolated(
     return done
 
 
-# Jobs claimed per transaction: one, so that a worker never holds a job's row (which ingest's
-# dirty mark waits on) across another job's recompute. An open job's recompute is an extension
-# of its settled state (milliseconds), so the wait ingest can meet is one job's recompute.
+# Jobs claimed per transaction: one, so that a worker never holds a job's claim across another
+# job's recompute (a batch's rows are written at its end, each job's row then held to the
+# commit). An open job's recompute is an extension of its settled state (milliseconds).
 CLAIM_BATCH = 1
+# Dirty jobs read per claim beyond `limit`: other workers hold some of the oldest.
+_CLAIM_SLACK = 16
 
 
 def claim_dirty_jobs(
     *, db_session: Session, limit: int = 1, now: float | None = None
 ) -> list[tuple[str, bool]]:
-    """Lock up to `limit` of the oldest dirty jobs no other worker holds (FOR UPDATE SKIP LOCKED).
+    """Claim up to `limit` of the oldest dirty jobs no other worker holds (Postgres).
 
-    Returns (job_id, was_quarantined) pairs, the rows locked until the caller's transaction ends
-    (empty when no dirty job is free). Quarantined jobs are claimed only once due again.
+    Returns (job_id, was_quarantined) pairs, each job's claim (an advisory lock,
+    backend.jobs.claims) held until the caller's transaction ends; no row is locked (empty when
+    no dirty job is free). Quarantined jobs are claimed only once due again.
     """
     now = time.time() if now is None else now
     stmt = (
@@ -474,10 +490,18 @@ def claim_dirty_jobs(
             or_(JobQuarantine.job_id.is_(None), JobQuarantine.retry_at <= now),
         )
         .order_by(Job.updated_at, Job.job_id)
-        .limit(limit)
-        .with_for_update(of=Job.__table__, skip_locked=True)
+        .limit(limit + _CLAIM_SLACK)
     )
-    return [(job_id, bool(held)) for job_id, held in db_session.execute(stmt)]
+    out: list[tuple[str, bool]] = []
+    for job_id, held in db_session.execute(stmt).all():
+        if len(out) >= limit:
+            break
+        if not claims.try_claim(db_session, job_id):
+            continue  # another worker's
+        # Read after the claim: a worker that computed it and let go has committed by now.
+        if db_session.scalar(select(Job.dirty).where(Job.job_id == job_id)):
+            out.append((job_id, bool(held)))
+    return out
 
 
 def claim_dirty_job(*, db_session: Session, now: float | None = None) -> tuple[str, bool] | None:
@@ -497,7 +521,7 @@ def recompute_claimed(
 ) -> int:
     """Claim and recompute dirty jobs, a batch per transaction, until none is free (Postgres).
 
-    Any number of processes may run this at once: SKIP LOCKED hands each job to one of them.
+    Any number of processes may run this at once: each job's claim goes to one of them.
     A batch that fails is rolled back (its jobs stay dirty) and redone one job per transaction,
     so only the failing job is quarantined. Returns how many jobs had events.
     """
@@ -545,7 +569,7 @@ def recompute_dirty(
 ) -> int:
     """Drain dirty jobs, committing after each; a job that fails is quarantined. Returns the count.
 
-    On Postgres each job is claimed with SKIP LOCKED (safe with any number of workers); SQLite
+    On Postgres each job is claimed with an advisory lock (safe with any number of workers); SQLite
     has one writer at a time and drains the list of marks it reads.
     """
     if db_session.get_bind().dialect.name == "postgresql":

@@ -1,10 +1,13 @@
 """A frozen worker does not take the API down (Postgres, real processes).
 
-One `ett worker` is SIGSTOPped while it holds the row locks of the jobs it claimed. 60 clients
-then keep posting into those jobs, honouring Retry-After. Unrelated ingest, the job list and
-/healthz keep answering, the frozen worker's claim is released by the server once its session
-has idled in its transaction for ETT_IDLE_IN_TRANSACTION_TIMEOUT_S, and the other worker
-computes its jobs while it is still frozen.
+One `ett worker` is SIGSTOPped while it holds the claim (backend.jobs.claims: an advisory lock)
+of the job it is computing, before its final update of the job's row. 60 clients then post into
+that job, honouring Retry-After: ingest does not wait on a claim, so each is stored at its
+first try. Unrelated ingest, the job list and /healthz keep answering, the frozen worker's claim
+is released by the server once its session has idled in its transaction for
+ETT_IDLE_IN_TRANSACTION_TIMEOUT_S, and the other worker computes its job, the posts included,
+while it is still frozen. (A job's row held past ETT_LOCK_TIMEOUT_S costs ingest a 503 with
+Retry-After: tests/backend/test_lock_bounds.py.)
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sqlalchemy import select, text
 
 from backend.db import Database
 from backend.ett.models import JobResult
+from backend.jobs.claims import CLAIM_NAMESPACE
 from tests.backend.ett.builders import JobEvents
 from tests.cluster import Cluster, EttProcess
 from tests.conftest import DIALECTS, database_at
@@ -34,12 +38,15 @@ POSTERS = 60
 IDLE_S = 6.0  # ETT_IDLE_IN_TRANSACTION_TIMEOUT_S of every process
 GUARD_S = 2.0  # unrelated requests answer within this, frozen worker or not
 
-# The backend of a session that holds FOR UPDATE row locks on jobs and idles in its transaction.
+# The backend of a session that holds a job's claim, idles in its transaction, and has not
+# written the jobs table (its final update, which takes the job's row, is still to come).
 HOLDER = text(
     "SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.relation = 'jobs'::regclass AND l.mode = 'RowShareLock' AND l.granted "
-    "AND a.state = 'idle in transaction' AND a.datname = current_database()"
-)
+    "WHERE l.locktype = 'advisory' AND l.classid = :ns AND l.granted "
+    "AND a.state = 'idle in transaction' AND a.datname = current_database() "
+    "AND NOT EXISTS (SELECT 1 FROM pg_locks w WHERE w.pid = a.pid "
+    "AND w.relation = 'jobs'::regclass AND w.mode = 'RowExclusiveLock')"
+).bindparams(ns=CLAIM_NAMESPACE)
 
 
 def _job(job_id: str, t0: float) -> list[dict[str, Any]]:
@@ -53,12 +60,18 @@ def _job(job_id: str, t0: float) -> list[dict[str, Any]]:
 
 
 def _locked_jobs(db: Database) -> set[str]:
-    """The job rows another transaction holds (the ones SKIP LOCKED passes over)."""
+    """The jobs whose claim another transaction holds (the ones a worker's claim passes over)."""
     with db.engine.connect() as conn:
-        every = set(conn.scalars(text("SELECT job_id FROM jobs")))
-        free = set(conn.scalars(text("SELECT job_id FROM jobs FOR UPDATE SKIP LOCKED")))
+        held = set(
+            conn.scalars(
+                text(
+                    "SELECT job_id FROM jobs WHERE NOT pg_try_advisory_xact_lock(:ns, hashtext(job_id))"
+                ),
+                {"ns": CLAIM_NAMESPACE},
+            )
+        )
         conn.rollback()
-    return every - free
+    return held
 
 
 def _freeze_mid_claim(db: Database, worker: EttProcess) -> set[str]:
@@ -168,11 +181,10 @@ def test_frozen_worker_leaves_the_api_answering(tmp_path: Path) -> None:
                 t.join(timeout=90)
             probe.close()
 
-            codes = {code for code, _ in answers}
-            assert codes <= {200, 503}, answers  # never a 500
-            assert all(ra for code, ra in answers if code == 503)  # each 503 says when
-            assert 503 in codes  # the lock waits were bounded while the claim was held
-            assert sum(code == 200 for code, _ in answers) == POSTERS  # all stored in the end
+            codes = [code for code, _ in answers]
+            # Ingest does not wait on a claim: every post into the frozen worker's job is
+            # stored at its first try, while the claim is held.
+            assert codes == [200] * POSTERS, answers
 
             # The other worker computes the frozen worker's jobs, late heartbeats included.
             deadline = time.monotonic() + 60

@@ -1,5 +1,6 @@
-"""Workers on one Postgres: SKIP LOCKED claims hand each dirty job to one worker, and a worker
-that dies mid-job (its transaction rolled back) leaves the job dirty for the next claim."""
+"""Workers on one Postgres: claims (advisory locks) hand each dirty job to one worker, a worker
+that dies mid-job (its transaction rolled back) leaves the job dirty for the next claim, and
+ingest into a claimed job does not wait for its recompute."""
 
 from __future__ import annotations
 
@@ -112,3 +113,66 @@ def test_periodic_worker_survives_errors_and_stops_cleanly():
     assert not worker.is_alive() and worker.stopped
     assert worker.passes >= 3 and worker.errors >= 3
     assert worker.last_success_at is not None
+
+
+def test_ingest_into_a_claimed_job_does_not_wait_and_leaves_it_dirty(
+    database, settings, monkeypatch
+):
+    if database.dialect != "postgresql":
+        pytest.skip("advisory claims are the Postgres path; SQLite has one writer")
+    from backend.db import bound_lock_waits
+
+    _ingest(database, "c")
+    beat = {"event_id": "c-beat", "job_id": "c", "type": "heartbeat", "attempt": 0}
+    beat["ts"] = short_job("c", "m", 30).events[0]["ts"] + 50
+    real = recompute.load_events_after
+    answers = []
+
+    def read_then_ingest(**kwargs):
+        read = real(**kwargs)
+        # Mid-recompute, the claim held: a new batch of the job commits without waiting on
+        # any lock (a wait would end in a lock timeout here).
+        with database.session() as api:
+            bound_lock_waits(api, 0.5)
+            answers.append(ingest_service.ingest_batch(db_session=api, events=[beat], token=None))
+            api.commit()
+        return read
+
+    monkeypatch.setattr(recompute, "load_events_after", read_then_ingest)
+    with database.session() as worker:
+        assert recompute.claim_dirty_job(db_session=worker) == ("c", False)
+        recompute.recompute_job(db_session=worker, job_id="c", settings=settings, claimed=True)
+        worker.commit()
+    monkeypatch.setattr(recompute, "load_events_after", real)
+    assert [a.accepted for a in answers] == [1]
+    with database.session() as s:
+        # Marked after the worker read the job: it stays dirty, and the next pass has the beat.
+        assert recompute.count_dirty(db_session=s) == 1
+        assert recompute.recompute_dirty(db_session=s, settings=settings) == 1
+        assert recompute.count_dirty(db_session=s) == 0
+        assert s.get(JobResult, "c").result["events"] == len(short_job("c", "m", 30).events) + 1
+
+
+def test_an_event_replacement_waits_for_the_claim(database, settings):
+    if database.dialect != "postgresql":
+        pytest.skip("advisory claims are the Postgres path; SQLite has one writer")
+    from sqlalchemy.exc import OperationalError
+
+    from backend.db import bound_lock_waits, is_lock_timeout
+    from backend.ett.store import forget_states
+
+    _ingest(database, "r")
+    with database.session() as worker, database.session() as api:
+        assert recompute.claim_dirty_job(db_session=worker) == ("r", False)
+        # An ingest replacing a stored copy drops the job's state: not under a recompute that
+        # read the old copy (it would save a state computed from it).
+        bound_lock_waits(api, 0.3)
+        with pytest.raises(OperationalError) as err:
+            forget_states(db_session=api, job_ids=["r"])
+        assert is_lock_timeout(err.value)
+        api.rollback()
+        recompute.recompute_job(db_session=worker, job_id="r", settings=settings, claimed=True)
+        worker.commit()
+        bound_lock_waits(api, 0.3)
+        forget_states(db_session=api, job_ids=["r"])  # the claim is gone with the commit
+        api.commit()
