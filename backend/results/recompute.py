@@ -270,6 +270,7 @@ def recompute_job(
     claimed: bool = False,
     incremental: bool = True,
     extended: dict[str, tuple[JobETT, float]] | None = None,
+    finish: list[tuple[str, dict[str, Any], float | None]] | None = None,
 ) -> JobETT | None:
     """Recompute and store one job (the caller commits); None if the job is unknown or busy.
 
@@ -280,6 +281,8 @@ def recompute_job(
     transaction (once for a batch). With claimed=True the caller holds the job's claim already
     (claim_dirty_job). An extended job whose rollups the caller refreshes is put in `extended`
     (its answer and the instant its intervals changed from: refresh_extended_rollups).
+    With `finish` the job's row is not written: what to write is put there (finish_job), for
+    the caller to write after its rollups, last before its commit.
     """
     if not claimed:
         bound_lock_waits(db_session, _lock_timeout(settings))
@@ -352,14 +355,26 @@ def recompute_job(
         )
     elif refresh_rollups:
         refresh_job_rollups(db_session=db_session, job_ids=[job_id])
-    # The job's row, last: from here to the commit is all that ingest's dirty mark can wait on.
+    if finish is not None:
+        finish.append((job_id, derived, seen))
+    else:
+        finish_job(db_session=db_session, job_id=job_id, derived=derived, seen=seen)
+    return result
+
+
+def finish_job(
+    *, db_session: Session, job_id: str, derived: Mapping[str, Any], seen: float | None
+) -> None:
+    """Write a recomputed job's row: its derived fields, and the dirty flag cleared unless an
+    ingest marked it again since `seen` (its updated_at when the recompute read it).
+
+    Last in the transaction: from here to the commit is all that ingest's mark can wait on.
+    """
     if derived:
         db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))
-    # Cleared only if no ingest re-marked the job since we read its events.
     db_session.execute(
         update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)
     )
-    return result
 
 
 def recompute_jobs(
@@ -380,6 +395,7 @@ def recompute_jobs(
     ids = sorted(set(job_ids))
     done = 0
     extended: dict[str, tuple[JobETT, float]] = {}
+    finish: list[tuple[str, dict[str, Any], float | None]] = []
     for job_id in ids:
         result = recompute_job(
             db_session=db_session,
@@ -390,6 +406,7 @@ def recompute_jobs(
             claimed=claimed,
             refresh_rollups=False,
             extended=extended,
+            finish=finish,
         )
         if result is not None:
             done += 1
@@ -398,6 +415,10 @@ def recompute_jobs(
     refresh_job_rollups(db_session=db_session, job_ids=[j for j in ids if j not in extended])
     for job_id, (result, since) in extended.items():
         refresh_extended_rollups(db_session=db_session, job_id=job_id, result=result, since=since)
+    # The jobs' rows after the rollups, which may wait on another worker's: ingest's mark
+    # never waits behind that.
+    for job_id, derived, seen in finish:
+        finish_job(db_session=db_session, job_id=job_id, derived=derived, seen=seen)
     return done
 
 
