@@ -12,7 +12,10 @@ has it (docs/PROTOCOL.md: a `failure` of kind infra or app_error, `attempt_ended
 failure, the next `attempt_started`), and a new job in its place when it ends (2-8 h after the
 measurement starts). `--history-days D` gives the fleet jobs already D days old: their D days of
 events (restarts included) are sent, in batches of at most 5,000, and recomputed before
-measuring. Failures, restarts and rejected events are counted on arrival, from the answers. Each job POSTs its due events to /api/v1/events once per tick, as an
+measuring; then catch-up rounds send what the agents spooled while that took, so that the
+jobs are live to the workers when the measurement starts (with a small `--lag-s`). A list
+(`--history-days 0,7`) measures each fleet size young and aged in turn on one cluster, each
+fleet ended after its measurement. Failures, restarts and rejected events are counted on arrival, from the answers. Each job POSTs its due events to /api/v1/events once per tick, as an
 agent flushes, round-robin over the replicas. `--speed S` runs the simulated clock S times
 faster: J jobs at speed S send what J x S jobs send at the real rate ("real-rate equivalent").
 
@@ -60,6 +63,9 @@ FAILURE_KINDS = ("infra", "app_error")
 HISTORY_BATCH = 5_000
 # History is generated in steps of this many simulated seconds (one failure draw per step).
 HISTORY_STEP_S = 600.0
+# Catch-up rounds before measuring: at most this many, until one takes under CATCH_UP_S.
+CATCH_UP_ROUNDS = 4
+CATCH_UP_S = 15.0
 
 
 class SimJob:
@@ -249,20 +255,29 @@ async def drive(
     history_days: float = 0.0,
     lag_s: float = 3600.0,
 ) -> dict[str, Any]:
-    """Run the fleet for `duration` real seconds; the ingest figures."""
+    """Run the fleet for `duration` real seconds; the ingest figures.
+
+    Before measuring: the fleet's history (sent through ingest, then recomputed), then catch-up
+    rounds that bring the simulated clock to `duration x (speed - 1) + lag_s` behind the real
+    one, each sending what the agents spooled meanwhile and waiting for the workers, until one
+    takes under CATCH_UP_S. Sending a week of history takes minutes, so without these rounds
+    the jobs would be silent to the workers when the measurement starts.
+    """
     rng = random.Random(jobs)
-    # Simulated time stays in the past: it ends `lag_s` before the real clock (the worker's
-    # "now"). A lag under the heartbeat timeout (300 s) over the whole run keeps the jobs live
-    # to the worker, so it extends them; an hour (the default) makes them silent, so every
-    # batch is a full recompute.
-    sim0 = time.time() - lag_s - duration * speed
+    history_s = history_days * 86400.0
+
+    def behind() -> float:
+        # Live, the simulated clock runs `speed` times the real one: it starts this far behind
+        # the real clock to end `lag_s` behind it (plus the last catch-up round).
+        return time.time() - lag_s - duration * (speed - 1)
+
     # A fleet already running: jobs of ages up to 30 min (plus --history-days), their history
     # sent before measuring; none ends before the measurement starts.
-    history_s = history_days * 86400.0
+    clock = behind()
     fleet = [
         SimJob(
             f"{tag}-{i:06d}",
-            sim0 - history_s - rng.uniform(0, 1800),
+            clock - history_s - rng.uniform(0, 1800),
             rng,
             min_life_s=history_s + 1800,
         )
@@ -310,33 +325,52 @@ async def drive(
             else:
                 failed += 1
 
-        async def send_history(i: int, job: SimJob) -> None:
+        async def send_span(i: int, job: SimJob, t0: float, t1: float) -> None:
             # Oldest first, one batch at a time, as an agent's spool drains.
-            t = sim0 - history_s
+            t = t0
             events: list[dict[str, Any]] = []
-            while t < sim0:
-                step = min(HISTORY_STEP_S, sim0 - t)
+            while t < t1:
+                step = min(HISTORY_STEP_S, t1 - t)
                 t += step
                 events += job.advance(t, step)
-            events += job.advance(sim0, 0.0)
+            events += job.advance(t1, 0.0)
             for k in range(0, len(events), HISTORY_BATCH):
                 await post(i, job.job_id, events[k : k + HISTORY_BATCH])
 
-        await asyncio.gather(*(send_history(i, j) for i, j in enumerate(fleet)))
+        t_hist = time.time()
+        await asyncio.gather(
+            *(send_span(i, j, clock - history_s, clock) for i, j in enumerate(fleet))
+        )
+        history_send_s = time.time() - t_hist
+        drain_s = wait_drained(fresh.db, 300 + 60 * history_days * jobs / 10)
+        rounds: list[float] = []
+        for _round in range(CATCH_UP_ROUNDS):
+            r0 = time.time()
+            target = behind()
+            if target > clock:
+                await asyncio.gather(*(send_span(i, j, clock, target) for i, j in enumerate(fleet)))
+                clock = target
+            wait_drained(fresh.db, 300)
+            rounds.append(round(time.time() - r0, 1))
+            if rounds[-1] < CATCH_UP_S:
+                break
         warmup = {
             "events": sent_events,
             "history_days": history_days,
             **{k: v for k, v in arrived.items()},
             "failed_requests": failed,
-            "drain_s": round(wait_drained(fresh.db, 300 + 60 * history_days * jobs / 10), 1),
+            "history_send_s": round(history_send_s, 1),
+            "drain_s": round(drain_s, 1),
+            "catch_up_rounds_s": rounds,
         }
         fresh.reset()
         sent_events = sent_requests = failed = 0
         arrived.update(dict.fromkeys(arrived, 0))
         latency.clear()
         start = time.time()
+        warmup["lag_at_start_s"] = round(start - clock, 1)
         ticks = 0
-        last_sim = sim0
+        sim0 = last_sim = clock
         tasks: set[asyncio.Task[None]] = set()
         while time.time() - start < duration:
             tick_start = time.time()
@@ -364,6 +398,7 @@ async def drive(
         if tasks:
             await asyncio.gather(*tasks)
         elapsed = time.time() - start
+        lag_at_end = time.time() - last_sim
     # The fleet's target: its jobs' events at `speed` (progress + heartbeat + the rest).
     target = jobs * speed * (1 / PROGRESS_S + 1 / HEARTBEAT_S)
     return {
@@ -384,8 +419,31 @@ async def drive(
         "ticks": ticks,
         "request_p50_s": round(pct(latency, 50) or 0.0, 3),
         "request_p99_s": round(pct(latency, 99) or 0.0, 3),
+        "lag_at_end_s": round(lag_at_end, 1),
         "warmup": warmup,
+        "_fleet": (fleet, last_sim),
     }
+
+
+async def retire(urls: list[str], token: str, fleet: list[SimJob], t: float) -> None:
+    """End every job of a measured fleet (not measured): a silent fleet left open would be
+    recomputed in full by the workers during the next fleet's measurement."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=120, headers=headers) as client:
+        for i, job in enumerate(fleet):
+            events = job.advance(t, 0.0)
+            if not job.done:
+                job._ev("attempt_ended", job.attempt, ts=t, reason="completed")
+                job._ev("job_ended", None, ts=t + 1, status="succeeded")
+                events += job.pending
+                job.pending = []
+            for _try in range(5):
+                r = await client.post(
+                    urls[i % len(urls)] + "/api/v1/events", json={"events": events}
+                )
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(2)
 
 
 def wait_drained(db: Database, timeout: float) -> float:
@@ -400,7 +458,7 @@ def wait_drained(db: Database, timeout: float) -> float:
 
 
 def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, Any]]:
-    """The sweep over fleet sizes, on one cluster."""
+    """The sweep over fleet sizes (each with every --history-days, in turn), on one cluster."""
     cluster = Cluster(url, home, apis=args.apis, workers=args.workers)
     token = cluster.token()
     cluster.start()
@@ -408,54 +466,72 @@ def run_fleet(args: argparse.Namespace, url: str, home: Path) -> list[dict[str, 
     out = []
     try:
         for jobs in args.jobs:
-            fresh = Freshness(url)
-            fresh.thread.start()
-            figures = asyncio.run(
-                drive(
-                    [a.url for a in cluster.apis],
-                    token,
-                    jobs,
-                    args.speed,
-                    args.duration,
-                    fresh,
-                    f"j{jobs}",
-                    args.history_days,
-                    args.lag_s,
-                )
-            )
-            figures["drain_after_s"] = round(wait_drained(db, 60), 1)
-            time.sleep(1.0)
-            fresh.stop.set()
-            fresh.thread.join(5)
-            fresh.db.dispose()
-            figures["load_average_1m"] = round(os.getloadavg()[0], 2)
-            figures["database_activity"] = fresh.busiest()
-            left = len(fresh.unresolved())
-            samples = fresh.samples + [float("inf")] * left
-            p50, p99 = pct(samples, 50), pct(samples, 99)
-            figures.update(
-                {
-                    "freshness_samples": len(samples),
-                    "freshness_p50_s": None if p50 is None else round(p50, 2),
-                    "freshness_p99_s": None if p99 is None else round(p99, 2),
-                    "freshness_max_s": round(max(fresh.samples), 2) if fresh.samples else None,
-                    "unresolved": left,
-                }
-            )
-            figures["sustained"] = bool(
-                # Windows fall on 30 s boundaries: a 45-60 s run sees 80-100 % of the mean rate.
-                figures["events_per_s"] >= 0.8 * figures["target_events_per_s"]
-                and figures["failed_requests"] == 0
-                and figures["rejected_events"] == 0
-                and p99 is not None
-                and p99 < 10.0
-            )
-            print(json.dumps(figures), flush=True)
-            out.append(figures)
+            for history_days in args.history_days:
+                out.append(_one_fleet(args, cluster, db, token, jobs, history_days))
     finally:
         cluster.stop()
         db.dispose()
     return out
+
+
+def _one_fleet(
+    args: argparse.Namespace,
+    cluster: Cluster,
+    db: Database,
+    token: str,
+    jobs: int,
+    history_days: float,
+) -> dict[str, Any]:
+    """One fleet measured, then ended (so that the next one runs beside no silent jobs)."""
+    urls = [a.url for a in cluster.apis]
+    fresh = Freshness(db.url)
+    fresh.thread.start()
+    tag = f"j{jobs}" if history_days == 0 else f"j{jobs}h{history_days:g}"
+    figures = asyncio.run(
+        drive(
+            urls,
+            token,
+            jobs,
+            args.speed,
+            args.duration,
+            fresh,
+            tag,
+            history_days,
+            args.lag_s,
+        )
+    )
+    fleet, last_sim = figures.pop("_fleet")
+    figures["drain_after_s"] = round(wait_drained(db, 60), 1)
+    time.sleep(1.0)
+    fresh.stop.set()
+    fresh.thread.join(5)
+    fresh.db.dispose()
+    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
+    figures["database_activity"] = fresh.busiest()
+    left = len(fresh.unresolved())
+    samples = fresh.samples + [float("inf")] * left
+    p50, p99 = pct(samples, 50), pct(samples, 99)
+    figures.update(
+        {
+            "freshness_samples": len(samples),
+            "freshness_p50_s": None if p50 is None else round(p50, 2),
+            "freshness_p99_s": None if p99 is None else round(p99, 2),
+            "freshness_max_s": round(max(fresh.samples), 2) if fresh.samples else None,
+            "unresolved": left,
+        }
+    )
+    figures["sustained"] = bool(
+        # Windows fall on 30 s boundaries: a 45-60 s run sees 80-100 % of the mean rate.
+        figures["events_per_s"] >= 0.8 * figures["target_events_per_s"]
+        and figures["failed_requests"] == 0
+        and figures["rejected_events"] == 0
+        and p99 is not None
+        and p99 < 10.0
+    )
+    print(json.dumps(figures), flush=True)
+    asyncio.run(retire(urls, token, fleet, last_sim))
+    wait_drained(db, 300 + 60 * history_days * jobs / 10)
+    return figures
 
 
 def run_throughput(args: argparse.Namespace, url: str, home: Path) -> dict[str, Any]:
@@ -553,17 +629,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=60.0, help="real seconds per fleet size")
     p.add_argument(
         "--history-days",
-        type=float,
-        default=0.0,
-        help="jobs already this many days old (e.g. 1 or 7): their history is sent first",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[0.0],
+        help="jobs already this many days old (e.g. 1 or 7): their history is sent first; "
+        "a list (0,7) runs each fleet size with each, in turn, on one cluster",
     )
     p.add_argument(
         "--lag-s",
         type=float,
         default=3600.0,
-        help="the simulated clock ends this far behind the real one; under the heartbeat "
-        "timeout less the run's simulated span and the history's sending time, the workers "
-        "see live jobs and extend them (issue 29)",
+        help="the simulated clock ends this far behind the real one (plus the last catch-up "
+        "round); when lag + duration x (speed - 1) is under the heartbeat timeout (300 s) less "
+        "a heartbeat (60 s), the workers see live jobs and extend them (issue 29)",
     )
     p.add_argument("--apis", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
