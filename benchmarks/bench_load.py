@@ -223,6 +223,16 @@ class Freshness:
             for (w, e, q), c in top
         ]
 
+    def row_waits(self) -> float:
+        """Ingest sessions waiting on a lock in its dirty mark (`INSERT INTO jobs`), per poll."""
+        with self.lock:
+            n = sum(
+                c
+                for (w, _e, q), c in self.activity.items()
+                if w == "Lock" and q.startswith("INSERT INTO jobs ")
+            )
+            return round(n / max(1, self.polls), 3)
+
     def unresolved(self) -> list[float]:
         """The 200s of batches not yet reflected."""
         with self.lock:
@@ -508,6 +518,8 @@ def _one_fleet(
     fresh.db.dispose()
     figures["load_average_1m"] = round(os.getloadavg()[0], 2)
     figures["database_activity"] = fresh.busiest()
+    figures["ingest_lock_waits_per_poll"] = fresh.row_waits()
+    figures["activity_polls"] = fresh.polls
     left = len(fresh.unresolved())
     samples = fresh.samples + [float("inf")] * left
     p50, p99 = pct(samples, 50), pct(samples, 99)
