@@ -24,6 +24,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from backend.db import insert_for
@@ -47,8 +48,11 @@ _PG_INSERT_RAW = (
     "COALESCE((e->>'ts')::float8, (e->>'start')::float8), %(received_at)s, e, "
     "(CAST(%(months)s AS jsonb)->>(e->>'job_id'))::int "
     "FROM jsonb_array_elements(CAST(%(events)s AS jsonb)) AS e "
-    "ON CONFLICT (job_id, event_id, job_month) DO NOTHING RETURNING job_id, event_id"
 )
+_PG_RETURNING = "RETURNING job_id, event_id"
+_PG_SKIP_KNOWN = "ON CONFLICT (job_id, event_id, job_month) DO NOTHING "
+# Postgres SQLSTATE 23505 (unique_violation).
+_UNIQUE_VIOLATION = "23505"
 
 
 def _pg_target(
@@ -173,10 +177,7 @@ def insert_new(
             "months": orjson.dumps(months).decode(),
         }
         sql = _PG_INSERT_RAW.format(table=_pg_target(db_session, months, jobs.partitions))
-        # Straight to the driver (no statement to compile) and the keys fetched in one call:
-        # the returned keys of 1,000 rows cost several times more as the ORM's result rows.
-        rows = db_session.connection().exec_driver_sql(sql, params).fetchall()
-        return {(j, e) for j, e in rows}
+        return _pg_insert(db_session, sql, params)
     rows = [
         {
             "event_id": ev["event_id"],
@@ -196,6 +197,32 @@ def insert_new(
         .returning(RawEvent.__table__.c.job_id, RawEvent.__table__.c.event_id)
     )
     return {(j, e) for j, e in db_session.execute(stmt, rows)}
+
+
+def _pg_insert(db_session: Session, sql: str, params: dict[str, Any]) -> set[tuple[str, str]]:
+    """Run the batch's insert; the keys inserted.
+
+    First as a plain INSERT inside a savepoint: `ON CONFLICT DO NOTHING` makes Postgres insert
+    each row speculatively (a probe of the unique index, then a confirmation record per row),
+    which cost a third more than the insert itself when no key is known, the common case. A
+    batch with a stored key fails that insert on the unique index (23505, nothing of it kept);
+    it is then rolled back to the savepoint and inserted again skipping the known keys. A
+    concurrent batch inserting one of the keys makes the plain insert wait for it exactly as
+    `ON CONFLICT` would, then fail over the same way if that batch committed.
+    """
+    # Straight to the driver (no statement to compile) and the keys fetched in one call:
+    # the returned keys of 1,000 rows cost several times more as the ORM's result rows.
+    conn = db_session.connection()
+    # Not released: the transaction's end releases it, one round trip fewer.
+    conn.exec_driver_sql("SAVEPOINT ett_insert_new")
+    try:
+        rows = conn.exec_driver_sql(sql + _PG_RETURNING, params).fetchall()
+    except IntegrityError as err:
+        if getattr(err.orig, "sqlstate", None) != _UNIQUE_VIOLATION:
+            raise
+        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT ett_insert_new")
+        rows = conn.exec_driver_sql(sql + _PG_SKIP_KNOWN + _PG_RETURNING, params).fetchall()
+    return {(j, e) for j, e in rows}
 
 
 def stored_copies(
