@@ -12,10 +12,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import (
-    ARRAY,
-    String,
     Text,
-    bindparam,
     cast,
     delete,
     func,
@@ -97,11 +94,14 @@ class StoredJobs:
 # One round trip for what a batch reads before it writes: its jobs' rows and whether the
 # partition of the month a new job would go to exists (the one-row side keeps that answer when
 # no job is stored yet).
-_PG_JOB_ROWS = text(
+# The ids go as one JSON document: psycopg adapts a list of 200 strings in Python, at twice the
+# CPU of the whole statement otherwise. ANY(ARRAY(...)) keeps the scan of jobs' primary key.
+_PG_JOB_ROWS = (
     "SELECT p.part, j.job_id, j.model, j.created_at, j.raw_pruned_at "
-    "FROM (SELECT to_regclass(CAST(:part AS text)) IS NOT NULL AS part) AS p "
-    "LEFT JOIN jobs AS j ON j.job_id = ANY(:keys)"
-).bindparams(bindparam("keys", type_=ARRAY(String)))
+    "FROM (SELECT to_regclass(CAST(%(part)s AS text)) IS NOT NULL AS part) AS p "
+    "LEFT JOIN jobs AS j ON j.job_id = "
+    "ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(%(keys)s AS jsonb))))"
+)
 
 
 def job_rows(*, db_session: Session, job_ids: Iterable[str], now: float) -> StoredJobs:
@@ -111,7 +111,14 @@ def job_rows(*, db_session: Session, job_ids: Iterable[str], now: float) -> Stor
     ordered = sorted(set(job_ids))
     if db_session.get_bind().dialect.name == "postgresql":
         month = month_of(now)
-        rows = db_session.execute(_PG_JOB_ROWS, {"part": f"raw_events_p{month}", "keys": ordered})
+        rows = (
+            db_session.connection()
+            .exec_driver_sql(
+                _PG_JOB_ROWS,
+                {"part": f"raw_events_p{month}", "keys": orjson.dumps(ordered).decode()},
+            )
+            .fetchall()
+        )
         for part, job_id, model, created_at, pruned_at in rows:
             found.partitions[month] = part
             if job_id is not None:
