@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from backend.auth import service
@@ -34,6 +35,13 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
     # it never waits behind a writer); recording the token's use, once a minute, is a separate
     # write with a bounded lock wait, outside the request's own transaction.
     db = getattr(request.app.state, "db", None)
+    if db is not None and db.dialect == "postgresql":
+        # One autocommit SELECT, no session: readers never wait on Postgres (MVCC).
+        try:
+            token = service.resolve_detached(engine=db.engine, secret=secret)
+        except service.TokenRefused as err:
+            raise HTTPException(401, str(err), headers={"WWW-Authenticate": "Bearer"}) from None
+        return _with_scope(token, db.engine, scope)
     if db is not None:
         auth_session = db.read_session()
         engine = db.engine
@@ -46,6 +54,10 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
         except service.TokenRefused as err:
             raise HTTPException(401, str(err), headers={"WWW-Authenticate": "Bearer"}) from None
         auth_session.expunge(token)
+    return _with_scope(token, engine, scope)
+
+
+def _with_scope(token: ApiToken, engine: Engine, scope: str) -> ApiToken:
     service.record_use(engine=engine, token=token)
     if not service.allows_scope(token, scope):
         raise HTTPException(

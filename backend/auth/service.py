@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, or_, select, text, update
+from sqlalchemy import Engine, bindparam, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -113,6 +113,29 @@ def resolve(
     """The live token for a secret, or TokenRefused saying why not; records its use unless told
     not to (the caller then records it with `record_use`, in a bounded write of its own)."""
     row = db_session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
+    row = _live(row, now)
+    if record_use:
+        touch(db_session=db_session, token=row, now=time.time() if now is None else now)
+    return row
+
+
+_BY_HASH = select(*ApiToken.__table__.c).where(ApiToken.token_hash == bindparam("token_hash"))
+
+
+def resolve_detached(*, engine: Engine, secret: str, now: float | None = None) -> ApiToken:
+    """`resolve` for a request on a server database: one statement outside any transaction.
+
+    No session and no BEGIN/ROLLBACK: the lookup is one SELECT on a pooled connection in
+    autocommit, and the token comes back detached (its use is recorded by `record_use`).
+    The same refusals as `resolve`, read from the row as it is now, so a revoked or expired
+    token is refused on its next request.
+    """
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        found = conn.execute(_BY_HASH, {"token_hash": hash_token(secret)}).first()
+    return _live(None if found is None else ApiToken(**found._asdict()), now)
+
+
+def _live(row: ApiToken | None, now: float | None) -> ApiToken:
     if row is None:
         raise TokenRefused("unknown token")
     now = time.time() if now is None else now
@@ -125,8 +148,6 @@ def resolve(
             f"token {row.name!r} expired at {rfc3339(row.expires_at)}; "
             "create a new one with `ett token create`"
         )
-    if record_use:
-        touch(db_session=db_session, token=row, now=now)
     return row
 
 

@@ -227,6 +227,18 @@ def test_duplicates_counted_and_stored_once(post, database) -> None:
     assert count(database, RawEvent) == 1
 
 
+def test_a_batch_mixing_stored_and_new_keys_stores_each_new_one_once(post, database) -> None:
+    # On Postgres the batch goes in first as a plain insert, which a stored key fails; the
+    # savepoint takes all of it back and the batch goes in again, skipping the known keys.
+    stored = [ev(f"m{i}", "heartbeat", attempt=0, ts=T0 + i) for i in (1, 3)]
+    assert post(stored).json()["accepted"] == 2
+    batch = [ev(f"m{i}", "heartbeat", attempt=0, ts=T0 + i) for i in range(5)]
+    assert post(batch).json() == {"accepted": 3, "duplicates": 2, "rejected": [], "held": 0}
+    assert count(database, RawEvent) == 5
+    assert post(batch).json() == {"accepted": 0, "duplicates": 5, "rejected": [], "held": 0}
+    assert count(database, RawEvent) == 5
+
+
 def test_concurrent_duplicate_posts_store_once(app, ingest_token, database) -> None:
     from fastapi.testclient import TestClient
 
