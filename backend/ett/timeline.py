@@ -358,7 +358,10 @@ def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None,
 
 _TYPE_SPEC: dict[str, tuple[int, str]] = {t: (r, _TIME_FIELD[t]) for t, r in TYPE_RANK.items()}
 # From this many events on, the columns are sorted by numpy (below, Python's sort is faster).
-NUMPY_SORT_MIN = 2048
+NUMPY_SORT_MIN = 256
+# From this many events on, repeated ids are looked for by sorting their hashes (below, a set
+# is faster; above, its random inserts grow the cost per event).
+HASH_SORT_MIN = 131072
 
 
 def _key(ev: Mapping[str, Any], eid: str) -> tuple[float, int] | str:
@@ -495,7 +498,7 @@ def _parse(events: Sequence[Any], warnings: WarningLog) -> tuple[Columns, list[t
 def _may_repeat(ids: list[str]) -> bool:
     """Whether two of these event ids may be equal (equal hashes; rarely a false alarm)."""
     n = len(ids)
-    if n < NUMPY_SORT_MIN:
+    if n < HASH_SORT_MIN:
         return len(set(ids)) != n
     h = np.fromiter(map(hash, ids), dtype=np.int64, count=n)
     h.sort()
