@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -53,6 +53,7 @@ from backend.ett.timeline import (
     Timeline,
     WarningLog,
     Window,
+    WindowColumns,
 )
 
 # Bumped whenever the engine or this state changes meaning: older states are then recomputed.
@@ -198,20 +199,28 @@ class AccountState:
         return cls(**doc)
 
 
+def _rows(windows: Sequence[Window]) -> Iterable[tuple[float, float, float, float]]:
+    """(start, end, cursor_start, cursor_end) of each window (from its columns if it has them)."""
+    if isinstance(windows, WindowColumns):
+        c = windows
+        return zip(c.start, c.end, c.cursor_start, c.cursor_end, strict=True)
+    return ((w.start, w.end, w.cursor_start, w.cursor_end) for w in windows)
+
+
 def _no_overlap(windows: Sequence[Window]) -> bool:
     prev_end = -math.inf
-    for w in windows:
-        if w.start < prev_end:
+    for start, end, _cs, _ce in _rows(windows):
+        if start < prev_end:
             return False
-        prev_end = w.end
+        prev_end = end
     return True
 
 
 def _hwm(windows: Sequence[Window]) -> float | None:
     # progress_layer's mark after every window: a stalled one raises it to its cursor_start.
     hwm = -math.inf
-    for w in windows:
-        c = w.cursor_start if w.cursor_end <= w.cursor_start else w.cursor_end
+    for _s, _e, cs, ce in _rows(windows):
+        c = cs if ce <= cs else ce
         if c > hwm:
             hwm = c
     return hwm if hwm > -math.inf else None
@@ -220,7 +229,10 @@ def _hwm(windows: Sequence[Window]) -> float | None:
 def settled_point(tl: Timeline) -> float:
     """S: the latest instant any span, window, checkpoint, attempt start or stop speaks about."""
     s = tl.submitted_at
-    for group in (tl.windows, tl.spans, tl.checkpoints):
+    for _start, end, _cs, _ce in _rows(tl.windows):
+        if end > s:
+            s = end
+    for group in (tl.spans, tl.checkpoints):
         for item in group:
             if item.end > s:
                 s = item.end
@@ -274,7 +286,7 @@ def settle(tl: Timeline, part: Partition) -> AccountState | None:
         attempt=last.attempt,
         hwm=_hwm(tl.windows),
         last_window_end=tl.windows[-1].end if tl.windows else None,
-        last_window_start=max((w.start for w in tl.windows), default=None),
+        last_window_start=max((row[0] for row in _rows(tl.windows)), default=None),
         last_event_at=tl.last_event_at,
         events=tl.events,
         attempts=[_attempt_doc(info) for info in tl.attempts],

@@ -16,7 +16,7 @@ from operator import sub
 from typing import Any
 
 from backend.ett.partition import EFFECTIVE, Piece
-from backend.ett.timeline import Timeline
+from backend.ett.timeline import Timeline, WindowColumns
 
 
 def _finite(t: float) -> float | None:
@@ -39,8 +39,13 @@ def loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
     cur: int | None = None
     lo = hi = 0.0
     put: Any = None
-    for w in tl.windows:
-        a = w.attempt
+    ws = tl.windows
+    rows: Any
+    if isinstance(ws, WindowColumns):
+        rows = zip(ws.attempt, ws.start, ws.end, ws.cursor_start, ws.cursor_end, strict=True)
+    else:
+        rows = ((w.attempt, w.start, w.end, w.cursor_start, w.cursor_end) for w in ws)
+    for a, start, end, cs, ce in rows:
         if a != cur:
             if cur is not None:
                 starts[cur], highs[cur] = lo, hi
@@ -48,15 +53,14 @@ def loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
             if a in starts:
                 lo, hi = starts[a], highs[a]
             else:
-                lo, hi = w.start, w.cursor_end
+                lo, hi = start, ce
             put = ends.setdefault(a, []).append
-        if w.start < lo:
-            lo = w.start
-        ce = w.cursor_end
+        if start < lo:
+            lo = start
         if ce > hi:
             hi = ce
-        if ce > w.cursor_start and w.end > w.start:
-            put(w.end)
+        if ce > cs and end > start:
+            put(end)
     if cur is not None:
         starts[cur], highs[cur] = lo, hi
     out: dict[int, dict[str, Any]] = {}

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
 from backend.ett.catalogue import Resolution, catalogue_rank, resolve_phase
-from backend.ett.timeline import AttemptInfo, Checkpoint, Span, Timeline, WarningLog, Window
+from backend.ett.timeline import (
+    AttemptInfo,
+    Checkpoint,
+    Span,
+    Timeline,
+    WarningLog,
+    Window,
+    WindowColumns,
+)
 
 # A piece: (start, end, attempt, component, phase).
 Piece = tuple[float, float, int | None, str, str | None]
@@ -52,15 +60,20 @@ def checkpoint_layer(checkpoints: list[Checkpoint]) -> list[Piece]:
     return out
 
 
-def progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
+def progress_layer(windows: Sequence[Window], warnings: WarningLog) -> list[Piece]:
     """Rule 2: progress windows split into replay / effective by the cursor high-water mark."""
     out: list[Piece] = []
     prev_end = -math.inf
     hwm = -math.inf
     put = _putter(out)
+    rows: Iterable[tuple[float, float, float, float, int]]
+    if isinstance(windows, WindowColumns):
+        c = windows
+        rows = zip(c.start, c.end, c.cursor_start, c.cursor_end, c.attempt, strict=True)
+    else:
+        rows = ((w.start, w.end, w.cursor_start, w.cursor_end, w.attempt) for w in windows)
 
-    for w in windows:
-        s, e, cs, ce, a = w.start, w.end, w.cursor_start, w.cursor_end, w.attempt
+    for s, e, cs, ce, a in rows:
         if s < prev_end:
             # Rare (a resent window, two processes reporting as rank 0): the general sweep.
             return overlapping_progress_layer(windows, warnings)
@@ -106,9 +119,10 @@ def _cursor_at(w: Window, t: float) -> float:
     return w.cursor_start + (w.cursor_end - w.cursor_start) * (t - w.start) / (w.end - w.start)
 
 
-def overlapping_progress_layer(windows: list[Window], warnings: WarningLog) -> list[Piece]:
+def overlapping_progress_layer(windows: Sequence[Window], warnings: WarningLog) -> list[Piece]:
     """Rule 2 where windows overlap: one window classifies each instant (latest attempt, then
     later start, then smaller event_id); every window raises the high-water mark as it goes."""
+    windows = list(windows)
     out: list[Piece] = []
     put = _putter(out)
     live = [w for w in windows if w.end > w.start]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import repeat
+from typing import Any, overload
 
 import numpy as np
 
@@ -163,6 +164,66 @@ class Window:
         self.end = at
 
 
+class WindowColumns(Sequence[Window]):
+    """Clean progress windows in time order, a list per field; a Window is built only on request.
+
+    The progress layer and the loop facts read the lists; an event id stays an index into the
+    job's ids in arrival order, resolved only where one is asked for (warnings, ties).
+    """
+
+    __slots__ = ("attempt", "cursor_end", "cursor_start", "end", "ids", "index", "start")
+
+    def __init__(
+        self,
+        start: list[float],
+        end: list[float],
+        attempt: list[int],
+        cursor_start: list[float],
+        cursor_end: list[float],
+        index: list[int],
+        ids: list[str],
+    ) -> None:
+        self.start = start
+        self.end = end
+        self.attempt = attempt
+        self.cursor_start = cursor_start
+        self.cursor_end = cursor_end
+        self.index = index
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @overload
+    def __getitem__(self, i: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Window]: ...
+
+    def __getitem__(self, i: int | slice) -> Window | list[Window]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.start)))]
+        return Window(
+            self.start[i],
+            self.end[i],
+            self.attempt[i],
+            self.cursor_start[i],
+            self.cursor_end[i],
+            self.ids[self.index[i]],
+        )
+
+    def __iter__(self) -> Iterator[Window]:
+        return map(
+            Window,
+            self.start,
+            self.end,
+            self.attempt,
+            self.cursor_start,
+            self.cursor_end,
+            map(self.ids.__getitem__, self.index),
+        )
+
+
 @dataclass(slots=True)
 class Checkpoint:
     """The blocking part of one checkpoint save."""
@@ -238,7 +299,8 @@ class Timeline:
     config: dict[str, Any]
     attempts: list[AttemptInfo]
     spans: list[Span]
-    windows: list[Window]
+    # A list, or (the common case: every progress event clean) the columns of WindowColumns.
+    windows: Sequence[Window]
     checkpoints: list[Checkpoint]
     failures: list[Failure]
     warnings: WarningLog = field(default_factory=WarningLog)
@@ -296,7 +358,10 @@ def _progress(ev: Mapping[str, Any], eid: str, t: float) -> tuple[Window | None,
 
 _TYPE_SPEC: dict[str, tuple[int, str]] = {t: (r, _TIME_FIELD[t]) for t, r in TYPE_RANK.items()}
 # From this many events on, the columns are sorted by numpy (below, Python's sort is faster).
-NUMPY_SORT_MIN = 2048
+NUMPY_SORT_MIN = 256
+# From this many events on, repeated ids are looked for by sorting their hashes (below, a set
+# is faster; above, its random inserts grow the cost per event).
+HASH_SORT_MIN = 131072
 
 
 def _key(ev: Mapping[str, Any], eid: str) -> tuple[float, int] | str:
@@ -317,21 +382,26 @@ def _key(ev: Mapping[str, Any], eid: str) -> tuple[float, int] | str:
 
 @dataclass(slots=True)
 class Columns:
-    """One job's distinct, valid events in (time, type rank, event_id) order, a list per field.
+    """One job's distinct, valid events, a list per field.
 
     Clean progress windows, heartbeats and checkpoints (nearly all of a job) are read into the
     columns once, in arrival order, and their dicts are not read again: `attempt` is theirs
     (>= 0), `end` a window's end or a save's blocking end (else the time), the cursors a
     window's, and `payload` a heartbeat's host (or None). Every other event has attempt -1
     and its dict as payload.
+
+    After `sorted_columns`, the numeric columns are in (time, type rank, event_id) order and
+    `index` gives each row's place in arrival order, where `event_id`, `payload` and `source`
+    stay: a row's id is `event_id[index[row]]`, read only where it is needed.
     """
 
     t: list[float]
     rank: list[int]
     attempt: list[int]
     end: list[float]
-    cursor_start: list[float]
-    cursor_end: list[float]
+    # None once `windows` holds the windows' cursors (no other row needs them).
+    cursor_start: list[float] | None
+    cursor_end: list[float] | None
     event_id: list[str]
     payload: list[Any]
     # Each event's dict, in arrival order (not sorted).
@@ -340,13 +410,21 @@ class Columns:
     distinct: int = 0
     # The job_id of the earliest event that names one (a string).
     job_id: str | None = None
+    # Sorted row -> arrival position (a range while the rows are in arrival order).
+    index: Sequence[int] = ()
+    # The progress windows in time order when every progress event is clean, else None.
+    windows: WindowColumns | None = None
 
 
+# An attempt number numpy's int64 holds; a larger one takes the checking path with its dict.
+_MAX_COLUMN_ATTEMPT = 2**62
 # The fields of one event in _parse's flat list, in the order of Columns' first nine fields.
 _FIELDS = 9
+# Events _parse reads into its flat list before moving them to the columns.
+_PARSE_CHUNK = 65536
 
 
-def _parse(events: Iterable[Any], warnings: WarningLog) -> tuple[Columns, list[tuple[str, str]]]:
+def _parse(events: Sequence[Any], warnings: WarningLog) -> tuple[Columns, list[tuple[str, str]]]:
     """One pass in arrival order: the columns, unsorted, and the set-aside (code, event_id)."""
     # One flat list, extended once per event, then sliced into columns: cheaper than an
     # append per field.
@@ -357,64 +435,70 @@ def _parse(events: Iterable[Any], warnings: WarningLog) -> tuple[Columns, list[t
     spec_of = _TYPE_SPEC.get
     inf = math.inf
     max_time = MAX_TIME
-    for ev in events:
-        if type(ev) is not dict and not isinstance(ev, Mapping):
-            warnings.add("invalid_event")
-            continue
-        eid = ev.get("event_id")
-        if type(eid) is not str:
-            warnings.add("invalid_event")
-            continue
-        etype = ev.get("type")
-        spec = spec_of(etype) if type(etype) is str else None
-        if spec is not None:
-            t = ev.get(spec[1])
-            if type(t) is float and 0.0 <= t <= max_time:
-                rank = spec[0]
-                a = ev.get("attempt")
-                if type(a) is not int or a < 0:
-                    put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
-                elif rank == 4:
-                    end = ev.get("end")
-                    cs = ev.get("cursor_start")
-                    ce = ev.get("cursor_end")
-                    if (
-                        type(end) is float
-                        and t <= end <= max_time
-                        and type(cs) is float
-                        and type(ce) is float
-                        and -inf < cs <= ce < inf
-                    ):
-                        put((t, 4, a, end, cs, ce, eid, None, ev))
-                    else:
-                        put((t, 4, -1, t, 0.0, 0.0, eid, ev, ev))
-                elif rank == 6:
-                    host = ev.get("host")
-                    # one str per host name: the loop then touches a few hot objects
-                    host = hosts.setdefault(host, host) if type(host) is str and host else None
-                    put((t, 6, a, t, 0.0, 0.0, eid, host, ev))
-                elif rank == 5:
-                    bend = ev.get("blocking_end")
-                    if type(bend) is float and t <= bend <= max_time:
-                        put((t, 5, a, bend, 0.0, 0.0, eid, None, ev))
-                    else:
-                        put((t, 5, -1, t, 0.0, 0.0, eid, ev, ev))
-                else:
-                    put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
+    columns: list[list[Any]] = [[] for _ in range(_FIELDS)]
+    for lo in range(0, len(events), _PARSE_CHUNK):
+        # in chunks: the flat list and its slices never both hold a whole large job
+        flat.clear()
+        for ev in events[lo : lo + _PARSE_CHUNK]:
+            if type(ev) is not dict and not isinstance(ev, Mapping):
+                warnings.add("invalid_event")
                 continue
-        k = _key(ev, eid)
-        if type(k) is tuple:
-            put((k[0], k[1], -1, k[0], 0.0, 0.0, eid, ev, ev))
-        else:
-            set_aside.append((k, eid))
-    cols = Columns(*(flat[i::_FIELDS] for i in range(_FIELDS)))
+            eid = ev.get("event_id")
+            if type(eid) is not str:
+                warnings.add("invalid_event")
+                continue
+            etype = ev.get("type")
+            spec = spec_of(etype) if type(etype) is str else None
+            if spec is not None:
+                t = ev.get(spec[1])
+                if type(t) is float and 0.0 <= t <= max_time:
+                    rank = spec[0]
+                    a = ev.get("attempt")
+                    if type(a) is not int or not 0 <= a <= _MAX_COLUMN_ATTEMPT:
+                        put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
+                    elif rank == 4:
+                        end = ev.get("end")
+                        cs = ev.get("cursor_start")
+                        ce = ev.get("cursor_end")
+                        if (
+                            type(end) is float
+                            and t <= end <= max_time
+                            and type(cs) is float
+                            and type(ce) is float
+                            and -inf < cs <= ce < inf
+                        ):
+                            put((t, 4, a, end, cs, ce, eid, None, ev))
+                        else:
+                            put((t, 4, -1, t, 0.0, 0.0, eid, ev, ev))
+                    elif rank == 6:
+                        host = ev.get("host")
+                        # one str per host name: the loop then touches a few hot objects
+                        host = hosts.setdefault(host, host) if type(host) is str and host else None
+                        put((t, 6, a, t, 0.0, 0.0, eid, host, ev))
+                    elif rank == 5:
+                        bend = ev.get("blocking_end")
+                        if type(bend) is float and t <= bend <= max_time:
+                            put((t, 5, a, bend, 0.0, 0.0, eid, None, ev))
+                        else:
+                            put((t, 5, -1, t, 0.0, 0.0, eid, ev, ev))
+                    else:
+                        put((t, rank, -1, t, 0.0, 0.0, eid, ev, ev))
+                    continue
+            k = _key(ev, eid)
+            if type(k) is tuple:
+                put((k[0], k[1], -1, k[0], 0.0, 0.0, eid, ev, ev))
+            else:
+                set_aside.append((k, eid))
+        for i, column in enumerate(columns):
+            column += flat[i::_FIELDS]
+    cols = Columns(*columns)
     return cols, set_aside
 
 
 def _may_repeat(ids: list[str]) -> bool:
     """Whether two of these event ids may be equal (equal hashes; rarely a false alarm)."""
     n = len(ids)
-    if n < NUMPY_SORT_MIN:
+    if n < HASH_SORT_MIN:
         return len(set(ids)) != n
     h = np.fromiter(map(hash, ids), dtype=np.int64, count=n)
     h.sort()
@@ -443,14 +527,49 @@ def _distinct(events: Iterable[Any], warnings: WarningLog) -> list[Mapping[str, 
     return list(by_id.values())
 
 
-def _order(cols: Columns) -> list[int] | None:
-    """The columns' order by (time, type rank, event_id); None when they are in it already."""
+def _sort_python(cols: Columns) -> None:
+    """Sort the numeric columns with Python's sort (small jobs: no numpy call overhead)."""
+    n = len(cols.t)
+    ts, ranks, ids = cols.t, cols.rank, cols.event_id
+    order = sorted(range(n), key=lambda i: (ts[i], ranks[i], ids[i]))
+    if all(i == k for i, k in enumerate(order)):
+        cols.index = range(n)
+    else:
+        cols.index = order
+        for name in ("t", "rank", "attempt", "end", "cursor_start", "cursor_end"):
+            values: list[Any] = getattr(cols, name)
+            setattr(cols, name, list(map(values.__getitem__, order)))
+    rank, attempt = cols.rank, cols.attempt
+    rows = [j for j in range(n) if rank[j] == 4]
+    if all(attempt[j] >= 0 for j in rows):
+        _take_windows(cols, rows)
+
+
+def _take_windows(cols: Columns, rows: list[int]) -> None:
+    """The sorted rows `rows` (every progress event, all clean) as the job's WindowColumns."""
+    assert cols.cursor_start is not None and cols.cursor_end is not None
+    cols.windows = WindowColumns(
+        *(
+            list(map(col.__getitem__, rows))
+            for col in (
+                cols.t,
+                cols.end,
+                cols.attempt,
+                cols.cursor_start,
+                cols.cursor_end,
+                cols.index,
+            )
+        ),
+        cols.event_id,
+    )
+    cols.cursor_start = cols.cursor_end = None
+
+
+def _sort_numpy(cols: Columns) -> None:
+    """Sort the numeric columns with numpy, into arrays read through memoryviews (8 bytes a
+    value, a float or int object made only when the engine reads one)."""
     n = len(cols.t)
     ids = cols.event_id
-    if n < NUMPY_SORT_MIN:
-        ts, ranks = cols.t, cols.rank
-        order = sorted(range(n), key=lambda i: (ts[i], ranks[i], ids[i]))
-        return None if all(i == k for i, k in enumerate(order)) else order
     ts_np = np.array(cols.t, dtype=np.float64)
     ranks_np = np.array(cols.rank, dtype=np.int8)
     perm = np.lexsort((ranks_np, ts_np))
@@ -466,22 +585,36 @@ def _order(cols: Columns) -> list[int] | None:
         hi = ties[k] + 2
         perm[lo:hi] = sorted(perm[lo:hi].tolist(), key=ids.__getitem__)
         k += 1
+    attempt_np = np.array(cols.attempt, dtype=np.int64)
+    end_np = np.array(cols.end, dtype=np.float64)
     if bool((perm[1:] > perm[:-1]).all()):
-        return None
-    return perm.tolist()
-
-
-def _gather(cols: Columns, order: list[int]) -> None:
-    """Put the columns in `order`: new float objects, laid out in memory in that order."""
-    for name in ("t", "end", "cursor_start", "cursor_end"):
-        values: list[float] = getattr(cols, name)
-        if len(order) >= NUMPY_SORT_MIN:
-            setattr(cols, name, np.array(values, dtype=np.float64)[order].tolist())
-        else:
-            setattr(cols, name, [values[i] for i in order])
-    for name in ("rank", "attempt", "event_id", "payload"):
-        values_: list[Any] = getattr(cols, name)
-        setattr(cols, name, list(map(values_.__getitem__, order)))
+        cols.index = range(n)
+    else:
+        attempt_np = attempt_np[perm]
+        end_np = end_np[perm]
+        cols.index = memoryview(perm)
+        cols.t = memoryview(ts_np)
+        cols.rank = memoryview(ranks_np)
+        cols.attempt = memoryview(attempt_np)
+        cols.end = memoryview(end_np)
+    rows = np.flatnonzero(ranks_np == 4)
+    if not bool((attempt_np[rows] >= 0).all()):
+        if type(cols.index) is not range:
+            for name in ("cursor_start", "cursor_end"):
+                values = np.array(getattr(cols, name), dtype=np.float64)
+                setattr(cols, name, memoryview(values[perm]))
+        return
+    at = perm[rows]
+    cols.windows = WindowColumns(
+        memoryview(ts_np[rows]),
+        memoryview(end_np[rows]),
+        memoryview(attempt_np[rows]),
+        memoryview(np.array(cols.cursor_start, dtype=np.float64)[at]),
+        memoryview(np.array(cols.cursor_end, dtype=np.float64)[at]),
+        memoryview(at),
+        ids,
+    )
+    cols.cursor_start = cols.cursor_end = None
 
 
 def sorted_columns(events: Iterable[Any], warnings: WarningLog) -> Columns:
@@ -494,37 +627,45 @@ def sorted_columns(events: Iterable[Any], warnings: WarningLog) -> Columns:
     for code, eid in set_aside:
         warnings.add(code, eid)
     cols.distinct = len(cols.event_id) + len(set_aside)
-    order = _order(cols)
+    if len(cols.t) < NUMPY_SORT_MIN:
+        _sort_python(cols)
+    else:
+        _sort_numpy(cols)
     src = cols.source
-    for i in order if order is not None else range(len(src)):
+    for i in cols.index:
         candidate = src[i].get("job_id")
         if type(candidate) is str:
             cols.job_id = candidate
             break
-    if order is not None:
-        _gather(cols, order)
     return cols
 
 
+def sorted_ids(cols: Columns) -> list[str]:
+    """The sorted rows' event ids (for tests and tools: the engine reads them one by one)."""
+    return list(map(cols.event_id.__getitem__, cols.index))
+
+
 def _clipping_warnings(
-    ts: list[float],
-    ids: list[str],
-    windows: list[Window],
+    cols: Columns,
+    windows: Sequence[Window],
     spans: list[Span],
     checkpoints: list[Checkpoint],
     lo: float,
     hi: float,
     warnings: WarningLog,
 ) -> None:
-    # ts is sorted: early ones are a prefix, late starts a suffix
-    for t, eid in zip(ts, ids, strict=True):
+    # the times are sorted: early ones are a prefix, late starts a suffix
+    ts, ids, index = cols.t, cols.event_id, cols.index
+    for t, k in zip(ts, index, strict=True):
         if t >= lo:
             break
-        warnings.add("before_submission", eid)
-    for t, eid in zip(reversed(ts), reversed(ids), strict=True):
+        warnings.add("before_submission", ids[k])
+    for t, k in zip(reversed(ts), reversed(index), strict=True):
         if t <= hi:
             break
-        warnings.add("after_job_end", eid)
+        warnings.add("after_job_end", ids[k])
+    if isinstance(windows, WindowColumns) and (not windows.end or max(windows.end) <= hi):
+        windows = ()
     for group in (windows, spans, checkpoints):
         for item in group:
             if item.end > hi:
@@ -562,31 +703,42 @@ def build_timeline(
     cur_a = -1
     # Per attempt, the hosts named, in first-seen order (a dict keeps that order).
     hosts_seen: dict[int, dict[str, None]] = {}
+    # Per attempt, the arrival position of the event that set its busy_end.
+    busy_at: dict[int, int] = {}
+    ids, payload = cols.event_id, cols.payload
+    column_windows = cols.windows
+    n = len(cols.t)
+    eid = ""
 
     ev: Mapping[str, Any] = {}
-    for t, rank, a, end, cs, ce, eid, p in zip(
+    for t, rank, a, end, cs, ce, k in zip(
         cols.t,
         cols.rank,
         cols.attempt,
         cols.end,
-        cols.cursor_start,
-        cols.cursor_end,
-        cols.event_id,
-        cols.payload,
+        cols.cursor_start if cols.cursor_start is not None else repeat(0.0, n),
+        cols.cursor_end if cols.cursor_end is not None else repeat(0.0, n),
+        cols.index,
         strict=True,
     ):
         if a >= 0:  # read into the columns: a clean window, heartbeat or checkpoint
             if rank == 4:
-                add_window(Window(t, end, a, cs, ce, eid))
+                if column_windows is None:
+                    add_window(Window(t, end, a, cs, ce, ids[k]))
             elif rank == 6:  # heartbeat: one from each host's first process names its host
+                p = payload[k]
                 if p is not None:
                     seen = hosts_seen.get(a)
                     if seen is None:
                         seen = hosts_seen[a] = {}
                     seen[p] = None
             else:
-                add_checkpoint(Checkpoint(t, end, a, eid))
+                add_checkpoint(Checkpoint(t, end, a, ids[k]))
+            if a != cur_a:
+                eid = ids[k]
         elif rank == 4:  # a progress event the columns did not take: checked here
+            eid = ids[k]
+            p = payload[k]
             w, codes = _progress(p, eid, t)
             for code in codes:
                 warnings.add(code, eid)
@@ -596,7 +748,8 @@ def build_timeline(
             a = w.attempt
             end = w.end
         elif rank == 0 or rank == 9:
-            ev = p
+            eid = ids[k]
+            ev = payload[k]
             if rank == 0:
                 if submitted is None:
                     submitted, submitted_at = ev, t
@@ -608,7 +761,8 @@ def build_timeline(
                 ended, ended_at = ev, t  # sorted by time: the last one seen is the latest
             continue
         else:
-            ev = p
+            eid = ids[k]
+            ev = payload[k]
             a = ev.get("attempt")
             if type(a) is not int or a < 0:
                 warnings.add("invalid_event", eid)
@@ -705,9 +859,13 @@ def build_timeline(
         if end > info.last_event:
             info.last_event = end
         if (rank == 4 or rank == 5) and end > info.busy_end:
-            info.busy_end, info.busy_event = end, eid
+            info.busy_end = end
+            busy_at[a] = k
         if end > times_max:
             times_max = end
+
+    for a, k in busy_at.items():
+        attempts[a].busy_event = ids[k]
 
     for a, names in hosts_seen.items():
         found = attempts.get(a)
@@ -740,8 +898,9 @@ def build_timeline(
             abandoned, provisional = True, False
             warnings.add("abandoned")
             job_end = max(times_max, submitted_at)
+    timeline_windows: Sequence[Window] = column_windows if column_windows is not None else windows
     _clipping_warnings(
-        cols.t, cols.event_id, windows, raw_spans, checkpoints, submitted_at, job_end, warnings
+        cols, timeline_windows, raw_spans, checkpoints, submitted_at, job_end, warnings
     )
 
     # -- attempts: starts, ends, failures ------------------------------------------------------
@@ -758,7 +917,9 @@ def build_timeline(
     ordered = sorted(attempts.values(), key=lambda x: (x.start, x.attempt))
     if any(ordered[i].attempt > ordered[i + 1].attempt for i in range(len(ordered) - 1)):
         warnings.add("attempts_out_of_order", *(x.start_event for x in ordered))
-    windows, checkpoints, busy_until = cut_at_next_attempt(ordered, windows, checkpoints, warnings)
+    timeline_windows, checkpoints, busy_until = cut_at_next_attempt(
+        ordered, timeline_windows, checkpoints, warnings
+    )
 
     failures: list[Failure] = []
     last_info = ordered[-1] if ordered else None
@@ -844,7 +1005,7 @@ def build_timeline(
         config=dict(config) if isinstance(config, Mapping) else {},
         attempts=ordered,
         spans=spans,
-        windows=windows,
+        windows=timeline_windows,
         checkpoints=checkpoints,
         failures=sorted(failures, key=lambda f: (f.ts, f.attempt)),
         warnings=warnings,
@@ -992,10 +1153,10 @@ def route_allocation_ends(
 
 def cut_at_next_attempt(
     ordered: list[AttemptInfo],
-    windows: list[Window],
+    windows: Sequence[Window],
     checkpoints: list[Checkpoint],
     warnings: WarningLog,
-) -> tuple[list[Window], list[Checkpoint], dict[int, tuple[float, str]]]:
+) -> tuple[Sequence[Window], list[Checkpoint], dict[int, tuple[float, str]]]:
     """Cut each attempt's windows and checkpoints at the next attempt's start (leftover processes).
 
     Also returns, per attempt, where its last (cut) window or checkpoint blocking part ends and
@@ -1016,7 +1177,7 @@ def cut_at_next_attempt(
 
 
 def _cut_items(
-    items: list[Any],
+    items: Sequence[Any],
     next_start: Mapping[int, float],
     busy_until: dict[int, tuple[float, str]],
     warnings: WarningLog,

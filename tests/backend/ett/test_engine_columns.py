@@ -1,7 +1,8 @@
 """The column layout's two sorts agree: numpy's (large jobs) and Python's (small ones).
 
-`timeline.NUMPY_SORT_MIN` picks the sort by a job's size; the generated jobs here are small,
-so each is accounted twice, once with the threshold lowered so numpy sorts it, and the answers
+`timeline.NUMPY_SORT_MIN` picks the sort by a job's size (`HASH_SORT_MIN` the duplicate check);
+the generated jobs here are small, so each is accounted twice, once with both thresholds
+lowered so numpy sorts it and hashes its ids, and the answers
 must be equal, every field. Conflicting duplicates, ties of time and type, malformed fields and
 arbitrary arrival orders are all in the generators.
 """
@@ -29,12 +30,12 @@ from tests.backend.ett.test_engine_properties import (
 
 def _both(events: list[Any], now: float) -> tuple[dict[str, Any], dict[str, Any]]:
     python = compute_job(events, now=now, custom_phases=CUSTOM).to_dict(with_spans=True)
-    saved = timeline.NUMPY_SORT_MIN
-    timeline.NUMPY_SORT_MIN = 2
+    saved = timeline.NUMPY_SORT_MIN, timeline.HASH_SORT_MIN
+    timeline.NUMPY_SORT_MIN = timeline.HASH_SORT_MIN = 2
     try:
         numpy = compute_job(events, now=now, custom_phases=CUSTOM).to_dict(with_spans=True)
     finally:
-        timeline.NUMPY_SORT_MIN = saved
+        timeline.NUMPY_SORT_MIN, timeline.HASH_SORT_MIN = saved
     return python, numpy
 
 
@@ -84,7 +85,7 @@ def test_ties_of_time_and_type_are_ordered_by_event_id():
             tl = timeline.build_timeline(list(reversed(events)), now=NOW)
         finally:
             timeline.NUMPY_SORT_MIN = saved
-        assert cols.event_id == ["sub", "a0", "w1", "w9", "h1", "h2", "h3"]
+        assert timeline.sorted_ids(cols) == ["sub", "a0", "w1", "w9", "h1", "h2", "h3"]
         assert [w.event_id for w in tl.windows] == ["w1", "w9"]
         assert tl.attempts[0].hosts == ["a", "b", "c"]
 
