@@ -156,11 +156,12 @@ def forget_states(*, db_session: Session, job_ids: Iterable[str]) -> None:
     copy can save its state after this.
     """
     ids = sorted(set(job_ids))
-    if ids and claims.is_postgres(db_session):
+    if not ids:
+        return
+    if claims.is_postgres(db_session):
         for job_id in ids:
             claims.claim(db_session, job_id)
-    if ids:
-        db_session.execute(delete(JobAccountingState).where(JobAccountingState.job_id.in_(ids)))
+    db_session.execute(delete(JobAccountingState).where(JobAccountingState.job_id.in_(ids)))
 
 
 def store(
