@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from backend.auth.models import ApiToken
 from backend.auth.service import allows_model
-from backend.db import insert_for
+from backend.db import bound_lock_waits, insert_for
 from backend.ett.store import forget_states
 from backend.ett.timeline import canonical_json
 from backend.events import store as event_store
@@ -227,12 +227,14 @@ def ingest_batch(
     now: float | None = None,
     time_window: tuple[float, float] | None = None,
     max_held_per_job: int = MAX_HELD_PER_JOB,
+    lock_timeout_s: float | None = None,
 ) -> IngestResult:
     """Validate and store one batch in one transaction; commit is the caller's.
 
     `time_window` (epoch seconds) bounds the times an event may carry (default: the schema's).
     A model-scoped token's events for jobs no job_submitted has named are held (at most
     `max_held_per_job` per job) and released when the job's job_submitted arrives.
+    `lock_timeout_s` bounds every lock wait of the transaction (bound_lock_waits; Postgres).
     """
     now = time.time() if now is None else now
     result = IngestResult()
@@ -283,9 +285,14 @@ def ingest_batch(
     jobs = event_store.StoredJobs()
     if valid:
         jobs = event_store.job_rows(
-            db_session=db_session, job_ids={ev["job_id"] for _, ev in valid}, now=now
+            db_session=db_session,
+            job_ids={ev["job_id"] for _, ev in valid},
+            now=now,
+            lock_timeout_s=lock_timeout_s,
         )
         valid = _refuse_pruned(jobs, valid, reject)
+    else:
+        bound_lock_waits(db_session, lock_timeout_s)
     models: dict[str, str | None] = {}
     released: list[tuple[int, dict[str, Any]]] = []
     if valid:
@@ -367,9 +374,10 @@ def _store_valid(
     token_name: str | None,
 ) -> list[dict[str, Any]]:
     """Insert new events and settle the known ones; returns the events stored (new or replacing)."""
-    inserted = event_store.insert_new(
-        db_session=db_session, events=[ev for _, ev in valid], now=now, jobs=jobs
-    )
+    events = [ev for _, ev in valid]
+    inserted = event_store.insert_new(db_session=db_session, events=events, now=now, jobs=jobs)
+    if len(inserted) == len(events):  # every event went in (inserted holds distinct keys)
+        return events
     new = [ev for _, ev in valid if (ev["job_id"], ev["event_id"]) in inserted]
     replaced = _settle_conflicts(
         db_session,
