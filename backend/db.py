@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Engine, MetaData, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -93,14 +93,51 @@ def make_engine(
         ms = max(1, round(idle_in_transaction_timeout_s * 1000))
         options = f"-c idle_in_transaction_session_timeout={ms}"
         kwargs["connect_args"] = {"options": options, **kwargs.get("connect_args", {})}
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=10,
         max_overflow=20,
         pool_timeout=pool_timeout_s if pool_timeout_s > 0 else None,
         **kwargs,
     )
+    _ping_after_idle(engine)
+    return engine
+
+
+# A pooled connection back in the pool for longer than this is pinged before it is handed out.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "ett_idle_since"
+
+
+def _ping_after_idle(engine: Engine, idle_s: float = PING_AFTER_IDLE_S) -> None:
+    """SQLAlchemy's pre-ping, for connections that sat idle: one that went back into the pool
+    within `idle_s` worked then, and is handed out without a ping.
+
+    A ping per checkout cost two round trips of each ingest request (its token read and its
+    transaction). A connection the server dropped (a restart, a proxy's idle timeout) is found
+    by the ping after an idle spell, as before; one dropped within the last `idle_s` fails its
+    request, whose error invalidates the pool like any disconnect.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _fresh(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _back(_dbapi_conn: Any, record: Any) -> None:
+        if record is not None:
+            record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is not None and time.monotonic() - since < idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)  # the pre-ping's own statement (autocommit)
+        except engine.dialect.loaded_dbapi.Error as err:
+            # The pool drops this connection and hands out a new one (up to three tries).
+            raise DisconnectionError(str(err)) from err
 
 
 T = TypeVar("T")

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import insert, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
+from backend.db import PING_AFTER_IDLE_S, make_engine
 from backend.jobs.models import Model
 
 
@@ -57,3 +58,54 @@ def test_sqlite_is_in_wal_mode(database) -> None:
         pytest.skip("SQLite only")
     with database.read_session() as s:
         assert s.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+
+
+def _backend_pid(conn: Any) -> int:
+    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+
+
+def test_a_connection_the_server_dropped_while_idle_is_replaced_unseen(database) -> None:
+    """A pooled connection idle past PING_AFTER_IDLE_S is pinged at checkout: one the server
+    closed meanwhile is replaced before the caller sees it."""
+    if database.dialect != "postgresql":
+        pytest.skip("SQLite has no server to drop a connection")
+    engine = make_engine(database.url)
+    try:
+        with engine.connect() as conn:
+            dropped = _backend_pid(conn)
+        with database.engine.connect() as admin:
+            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
+        time.sleep(PING_AFTER_IDLE_S + 0.2)
+        with engine.connect() as conn:
+            assert _backend_pid(conn) != dropped
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_back_in_the_pool_a_moment_ago_is_not_pinged(database) -> None:
+    """Within PING_AFTER_IDLE_S of its return a connection is handed out without a ping (the
+    round trip each ingest request saved): a drop in that moment reaches the caller as a
+    disconnect, which invalidates the pool, and the next checkout is served fresh."""
+    if database.dialect != "postgresql":
+        pytest.skip("SQLite has no server to drop a connection")
+    engine = make_engine(database.url)
+    try:
+        with engine.connect() as conn:
+            dropped = _backend_pid(conn)
+        with database.engine.connect() as admin:
+            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
+            # The server closes the session asynchronously: wait until it is gone.
+            for _ in range(100):
+                gone = admin.exec_driver_sql(
+                    f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {dropped}"
+                ).scalar()
+                if gone:
+                    break
+                time.sleep(0.02)
+        with engine.connect() as conn, pytest.raises(DBAPIError) as err:
+            _backend_pid(conn)
+        assert err.value.connection_invalidated
+        with engine.connect() as conn:
+            assert _backend_pid(conn) != dropped
+    finally:
+        engine.dispose()
