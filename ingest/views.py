@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.auth.deps import ReadAccess, authenticate
 from backend.config import Settings
-from backend.db import bound_lock_waits, describe_error, is_lock_timeout, is_retryable, with_retries
+from backend.db import Database, describe_error, is_lock_timeout, is_retryable, with_retries
 from backend.deps import SessionDep
 from backend.events import store as event_store
 from backend.health import count_ingest
@@ -115,15 +115,17 @@ _BODY_DOC = {
         },
     },
 )
-async def post_events(request: Request, db_session: SessionDep) -> IngestResponse:
+async def post_events(request: Request) -> IngestResponse:
     """Store a batch of events; valid ones are kept even when others are rejected."""
+    # The batch's session is opened in the worker thread that stores it, not as a dependency:
+    # a generator dependency costs two more thread hops per request.
     settings = request.app.state.settings
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
         raise HTTPException(
             413, f"body of {declared} bytes is over the {settings.max_body_bytes} byte limit"
         )
-    token = await run_in_threadpool(authenticate, request, db_session, "ingest")
+    token = await run_in_threadpool(authenticate, request, None, "ingest")
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype != "application/json":
         raise HTTPException(
@@ -140,7 +142,7 @@ async def post_events(request: Request, db_session: SessionDep) -> IngestRespons
             f"batch of {len(events)} events is over the {settings.max_batch_events} event "
             "limit; split it",
         )
-    result = await _store_waiting_for_locks(request, db_session, events, token, settings)
+    result = await _store_waiting_for_locks(request, events, token, settings)
     count_ingest(accepted=result.accepted, duplicates=result.duplicates, rejected=result.rejected)
     hook = getattr(request.app.state, "on_ingested", None)
     if hook is not None and result.job_ids:
@@ -205,7 +207,7 @@ def _job_ids(events: list[Any]) -> list[str]:
 
 
 async def _store_waiting_for_locks(
-    request: Request, db_session: Any, events: list[Any], token: Any, settings: Settings
+    request: Request, events: list[Any], token: Any, settings: Settings
 ) -> service.IngestResult:
     """_store once this process's earlier batches of the same jobs are done (JobTurns).
 
@@ -220,7 +222,9 @@ async def _store_waiting_for_locks(
     turns = by_loop.setdefault(id(asyncio.get_running_loop()), JobTurns())
     try:
         async with turns.turn(_job_ids(events), TURN_WAIT_S):
-            return await run_in_threadpool(_store, db_session, events, token, settings)
+            return await run_in_threadpool(
+                _store_in_session, request.app.state.db, events, token, settings
+            )
     except TurnTimeout:
         log.warning("a batch waited %.0f s for its jobs' turn; answered 503", TURN_WAIT_S)
         raise HTTPException(
@@ -229,6 +233,14 @@ async def _store_waiting_for_locks(
             "again",
             headers={"Retry-After": "2"},
         ) from None
+
+
+def _store_in_session(
+    db: Database, events: list[Any], token: Any, settings: Settings
+) -> service.IngestResult:
+    """_store in a session of its own, closed (rolled back if still open) afterwards."""
+    with db.session() as db_session:
+        return _store(db_session, events, token, settings)
 
 
 def _store(
@@ -240,13 +252,13 @@ def _store(
     def work() -> service.IngestResult:
         # A job row locked past ETT_LOCK_TIMEOUT_S fails the batch with 55P03 (is_lock_timeout),
         # rather than holding a pooled connection for as long as the lock is held.
-        bound_lock_waits(db_session, settings.lock_timeout_s)
         return service.ingest_batch(
             db_session=db_session,
             events=events,
             token=token,
             time_window=window,
             max_held_per_job=settings.max_held_events_per_job,
+            lock_timeout_s=settings.lock_timeout_s,
         )
 
     try:
@@ -291,13 +303,13 @@ def _store_each(
     total = service.IngestResult()
 
     def one_event(raw: Any) -> service.IngestResult:
-        bound_lock_waits(db_session, lock_timeout_s)
         return service.ingest_batch(
             db_session=db_session,
             events=[raw],
             token=token,
             time_window=window,
             max_held_per_job=max_held,
+            lock_timeout_s=lock_timeout_s,
         )
 
     for index, raw in enumerate(events):

@@ -21,8 +21,12 @@ def _bearer(request: Request) -> str | None:
     return value.strip()
 
 
-def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
-    """Resolve the request's token and check its scope, or raise 401/403."""
+def authenticate(request: Request, db_session: Session | None, scope: str) -> ApiToken:
+    """Resolve the request's token and check its scope, or raise 401/403.
+
+    The lookup uses the app's database (`request.app.state.db`); `db_session` serves only an
+    app without one.
+    """
     secret = _bearer(request)
     if secret is None:
         raise HTTPException(
@@ -46,6 +50,8 @@ def authenticate(request: Request, db_session: Session, scope: str) -> ApiToken:
         auth_session = db.read_session()
         engine = db.engine
     else:
+        if db_session is None:
+            raise RuntimeError("authenticate needs the app's database or a session")
         engine = db_session.get_bind()
         auth_session = Session(engine, expire_on_commit=False)
     with auth_session:
