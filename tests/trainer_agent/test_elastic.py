@@ -33,7 +33,13 @@ WORKER = textwrap.dedent(
     with agent.phase(f"custom.rank{rank}"):
         pass
     assert agent.flush(10)
+    open(os.path.join(sys.argv[1], f"flushed-{agent.attempt}-{rank}"), "w").close()
     if agent.attempt == 0 and rank == 1:
+        # Not before rank 0 has said its part: a loaded machine may start it seconds later.
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(sys.argv[1], "flushed-0-0")):
+            assert time.monotonic() < deadline, "rank 0 never flushed"
+            time.sleep(0.05)
         os.kill(os.getpid(), 9)  # dies without a word, as under the OOM killer
     time.sleep(30 if agent.attempt == 0 else 0.2)  # rank 0 waits to be stopped by torchrun
     for i in range(1, 4):
