@@ -99,12 +99,15 @@ class StoredJobs:
 # partition of the month a new job would go to exists (the one-row side keeps that answer when
 # no job is stored yet).
 # The ids go as one JSON document: psycopg adapts a list of 200 strings in Python, which made
-# the read cost twice the client CPU. ANY(ARRAY(...)) keeps the scan of jobs' primary key.
+# the read cost twice the client CPU. They are joined to jobs: one probe of its primary key per
+# id on a large table, a hash join on a small one. `= ANY(ARRAY(...))` tested every row of a
+# small table against every id (1.2 ms against 0.27 for 200 ids in 400 jobs; 0.96 against
+# 0.80 ms in 100,000).
 _PG_JOB_ROWS = (
     "SELECT p.part, {lock}j.job_id, j.model, j.created_at, j.raw_pruned_at "
     "FROM (SELECT to_regclass(CAST(%(part)s AS text)) IS NOT NULL AS part{set_lock}) AS p "
-    "LEFT JOIN jobs AS j ON j.job_id = "
-    "ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(%(keys)s AS jsonb))))"
+    "LEFT JOIN (jsonb_array_elements_text(CAST(%(keys)s AS jsonb)) AS k(id) "
+    "JOIN jobs AS j ON j.job_id = k.id) ON true"
 )
 # The same read bounding the transaction's lock waits from here on (SET LOCAL's set_config),
 # one round trip fewer than a SET of its own. The read itself takes no row lock.
