@@ -109,13 +109,13 @@ PING_AFTER_IDLE_S = 1.0
 _IDLE_SINCE = "ett_idle_since"
 
 
-def _ping_after_idle(engine: Engine, idle_s: float = PING_AFTER_IDLE_S) -> None:
+def _ping_after_idle(engine: Engine) -> None:
     """SQLAlchemy's pre-ping, for connections that sat idle: one that went back into the pool
-    within `idle_s` worked then, and is handed out without a ping.
+    within PING_AFTER_IDLE_S worked then, and is handed out without a ping.
 
     A ping per checkout cost two round trips of each ingest request (its token read and its
     transaction). A connection the server dropped (a restart, a proxy's idle timeout) is found
-    by the ping after an idle spell, as before; one dropped within the last `idle_s` fails its
+    by the ping after an idle spell, as before; one dropped within that moment fails its
     request, whose error invalidates the pool like any disconnect.
     """
 
@@ -131,7 +131,7 @@ def _ping_after_idle(engine: Engine, idle_s: float = PING_AFTER_IDLE_S) -> None:
     @event.listens_for(engine, "checkout")
     def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
         since = record.info.get(_IDLE_SINCE)
-        if since is not None and time.monotonic() - since < idle_s:
+        if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S:
             return
         try:
             engine.dialect.do_ping(dbapi_conn)  # the pre-ping's own statement (autocommit)

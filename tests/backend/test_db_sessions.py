@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import insert, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from backend import db as db_module
 from backend.db import PING_AFTER_IDLE_S, make_engine
 from backend.jobs.models import Model
 
@@ -82,26 +83,29 @@ def test_a_connection_the_server_dropped_while_idle_is_replaced_unseen(database)
         engine.dispose()
 
 
-def test_a_connection_back_in_the_pool_a_moment_ago_is_not_pinged(database) -> None:
+def test_a_connection_back_in_the_pool_a_moment_ago_is_not_pinged(database, monkeypatch) -> None:
     """Within PING_AFTER_IDLE_S of its return a connection is handed out without a ping (the
     round trip each ingest request saved): a drop in that moment reaches the caller as a
     disconnect, which invalidates the pool, and the next checkout is served fresh."""
     if database.dialect != "postgresql":
         pytest.skip("SQLite has no server to drop a connection")
+    monkeypatch.setattr(db_module, "PING_AFTER_IDLE_S", 60.0)  # "a moment", on a loaded machine
     engine = make_engine(database.url)
     try:
         with engine.connect() as conn:
             dropped = _backend_pid(conn)
-        with database.engine.connect() as admin:
+        with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
             admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
             # The server closes the session asynchronously: wait until it is gone.
-            for _ in range(100):
+            for _ in range(250):
                 gone = admin.exec_driver_sql(
                     f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {dropped}"
                 ).scalar()
                 if gone:
                     break
                 time.sleep(0.02)
+            else:
+                pytest.fail(f"backend {dropped} still there 5 s after pg_terminate_backend")
         with engine.connect() as conn, pytest.raises(DBAPIError) as err:
             _backend_pid(conn)
         assert err.value.connection_invalidated

@@ -279,6 +279,56 @@ def test_no_token_bad_token_wrong_scope(client, make_token) -> None:
     assert r.status_code == 403 and "scope" in r.json()["detail"]
 
 
+def test_a_bad_token_is_told_before_a_bad_body_and_stores_nothing(client, database) -> None:
+    """The token is checked in the thread that stores a batch; a refused one stores nothing, and
+    a body that is wrong too still hears about the token first (401, not 400/413/415)."""
+    bad = {"Authorization": "Bearer nope"}
+    batch = {"events": [ev("b1", "heartbeat", attempt=0, ts=T0)]}
+    r = client.post("/api/v1/events", json=batch, headers=bad)
+    assert r.status_code == 401 and "unknown" in r.json()["detail"]
+    assert count(database, RawEvent) == 0 and count(database, Job) == 0
+    for body, ctype in [
+        (b"{not json", "application/json"),
+        (b'{"events": 3}', "application/json"),
+        (json.dumps(batch).encode(), "text/plain"),
+        (json.dumps({"events": [batch["events"][0]] * 10_001}).encode(), "application/json"),
+    ]:
+        r = client.post("/api/v1/events", content=body, headers={**bad, "Content-Type": ctype})
+        assert r.status_code == 401, (ctype, body[:20], r.status_code, r.text)
+
+
+def test_a_bad_token_into_a_busy_job_is_answered_at_once(app) -> None:
+    """While another batch of this process holds a job's turn, a batch with a bad token for the
+    same job is refused at once, not after the wait; a free job's turn is taken at once."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from fastapi import HTTPException
+
+    from ingest.views import TURN_WAIT_S, JobTurns, _store_waiting_for_locks
+
+    request = SimpleNamespace(app=app, headers={"authorization": "Bearer nope"})
+    events = [ev("c1", "heartbeat", job_id="job-1", attempt=0, ts=T0)]
+
+    async def run() -> tuple[bool, bool, int]:
+        turns = JobTurns()
+        app.state.job_turns = {id(asyncio.get_running_loop()): turns}
+        async with turns.turn(["job-1"], 5):
+            busy = not turns.free(["job-2", "job-1"]) and turns.free(["job-2"])
+            try:
+                await asyncio.wait_for(
+                    _store_waiting_for_locks(request, events, app.state.settings),
+                    TURN_WAIT_S / 3,
+                )
+            except HTTPException as err:
+                status = err.status_code
+        return busy, turns.free(["job-1"]), status
+
+    busy, free_after, status = asyncio.run(run())
+    assert busy and status == 401
+    assert free_after  # the refused batch left no turn behind
+
+
 def test_token_for_model_a_refused_on_model_b(client, make_token, database) -> None:
     token_a = make_token("ingest", models=["A"])
     admin = make_token("admin")
