@@ -240,6 +240,13 @@ def _rates(label: str, posts: list[float], copies: list[float]) -> tuple[float, 
         f"{', '.join(f'{c:,.0f}' for c in copies)})"
     )
     print(f"{label} ratio POST/COPY:     {post_rate / copy_rate:.2f}")
+    # Each round's POST and COPY run back to back: their ratio cancels the machine's drift
+    # between rounds, which moves both by up to a third on a shared machine.
+    paired = [p / c for p, c in zip(posts, copies, strict=True)]
+    print(
+        f"{label} ratio per round:     {statistics.median(paired):.2f} (median; rounds: "
+        f"{', '.join(f'{r:.2f}' for r in paired)})"
+    )
     return post_rate, copy_rate
 
 

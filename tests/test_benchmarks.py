@@ -111,6 +111,7 @@ def test_bench_ingest_smallest_measures_post_and_copy_before_and_after_0011() ->
     for label in ("after: ", "before (56ffcb2):")[: 1 + len(baseline)]:
         assert f"{label} POST /api/v1/events:" in out
         assert f"{label} COPY (ceiling):" in out
+        assert f"{label} ratio per round:" in out
     assert ("after/before (56ffcb2): POST" in out) == bool(baseline)
     assert "target (>= 20,000/s and >= 1/2 of COPY):" in out
 
