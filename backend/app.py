@@ -202,6 +202,8 @@ def serve(
     )
     from backend.serving import Limits, fit_file_limit, guarded_protocol
 
+    runtime.freeze_startup_heap()
+
     limits = Limits(
         header_timeout_s=settings.http_header_timeout_s,
         body_timeout_s=settings.http_body_timeout_s,

@@ -194,6 +194,7 @@ def worker(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     typer.echo(f"ETT% worker on {settings.database_url.split('@')[-1]}")
+    runtime.freeze_startup_heap()
     try:
         runtime.run_workers(settings, metrics_port=metrics_port, metrics_host=metrics_host)
     except SchemaOutOfDate as err:
