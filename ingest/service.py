@@ -330,7 +330,7 @@ def ingest_batch(
         )
         result.released = len(stored) - result.accepted
     if stored:
-        result.job_ids = _mark_jobs(db_session, stored, models, now)
+        result.job_ids = _mark_jobs(db_session, stored, models, now, jobs)
     event_store.add_rejected(db_session=db_session, rows=rejected_rows)
     result.rejected.sort(key=lambda r: r["index"])
     return result
@@ -482,8 +482,14 @@ def _mark_jobs(
     events: list[dict[str, Any]],
     models: dict[str, str | None],
     now: float,
+    stored: event_store.StoredJobs | None = None,
 ) -> list[str]:
-    """Upsert models and jobs touched by new events, flagging each job for recompute."""
+    """Upsert models and jobs touched by new events, flagging each job for recompute.
+
+    `stored`: the jobs' rows as read before the batch; a model a stored job names has its row
+    already (the foreign key), so a batch of a running job writes no models row.
+    """
+    known = stored.rows if stored is not None else {}
     last_seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}
     tiers: dict[str, str] = {}  # a model's tier from its jobs' `tier` label, like its owner
@@ -499,7 +505,8 @@ def _mark_jobs(
                 tiers[ev["model"]] = ev["labels"]["tier"]
     for job_id in last_seen:
         model = models.get(job_id)
-        if model is not None and model not in owners:
+        row = known.get(job_id)
+        if model is not None and model not in owners and (row is None or row.model != model):
             owners[model] = None
     if owners:
         # Insert new models without touching known ones, then change an owner only where it

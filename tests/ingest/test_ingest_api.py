@@ -518,3 +518,33 @@ def test_held_events_are_bounded_per_job(database, make_token) -> None:
     with database.session() as s:
         kept = s.scalar(select(RejectedEvent).where(RejectedEvent.event_id == "h2"))
         assert kept is not None and kept.token_name == "scoped"
+
+
+def test_a_running_jobs_batch_writes_no_models_row(database) -> None:
+    """The model a stored job names has its row already: later batches of the job write to
+    models only when a job_submitted brings an owner or tier."""
+    from sqlalchemy import event
+
+    from ingest.service import ingest_batch
+
+    def ingest(events: list[dict[str, Any]]) -> list[str]:
+        statements: list[str] = []
+
+        def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            statements.append(" ".join(statement.split()))
+
+        event.listen(database.engine, "before_cursor_execute", seen)
+        try:
+            with database.session() as s:
+                assert ingest_batch(db_session=s, events=events, token=None).accepted == 1
+                s.commit()
+        finally:
+            event.remove(database.engine, "before_cursor_execute", seen)
+        return [x for x in statements if x.startswith(("INSERT INTO models", "UPDATE models"))]
+
+    sub = ev("s1", "job_submitted", ts=T0, model="m-run", gpus=8, labels={"owner": "ranking"})
+    assert ingest([sub])  # a new job: its model's row is written
+    assert ingest([ev("h1", "heartbeat", attempt=0, ts=T0 + 60)]) == []
+    with database.session() as s:
+        assert s.get(Model, "m-run").owner == "ranking"
+        assert s.get(Job, "job-1").dirty
