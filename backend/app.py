@@ -113,6 +113,13 @@ def create_app(
                 content={"detail": "the database is busy with conflicting writes; retry"},
                 headers={"Retry-After": "1"},
             )
+        if err.connection_invalidated:
+            # The server dropped the connection (a restart, a failover) where no rerun was safe.
+            return JSONResponse(
+                status_code=503,
+                content={"detail": "the connection to the database was lost; retry"},
+                headers={"Retry-After": "1"},
+            )
         if is_lock_timeout(err):
             return JSONResponse(
                 status_code=503,

@@ -188,18 +188,24 @@ def with_retries(db_session: Session, work: Callable[[], T], *, retries: int = 5
     """Run work() and commit; on a deadlock or serialization failure roll back and run it again.
 
     At most `retries` reruns, with jittered exponential backoff; any other error rolls back
-    and is raised at once, as is the last concurrency failure.
+    and is raised at once, as is the last concurrency failure. A connection lost while work()
+    ran (the server dropped it: nothing was committed) is rerun at once on a new one; one lost
+    during the commit is raised, since the commit may have happened.
     """
     for attempt in range(retries + 1):
+        committing = False
         try:
             out = work()
+            committing = True
             db_session.commit()
             return out
         except DBAPIError as err:
             db_session.rollback()
-            if not is_retryable(err) or attempt == retries:
+            lost = err.connection_invalidated and not committing
+            if not (lost or is_retryable(err)) or attempt == retries:
                 raise
-            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+            if not lost:
+                time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
         except BaseException:
             db_session.rollback()
             raise

@@ -303,8 +303,8 @@ def _store(
     except service.ModelNotAllowed as err:
         raise HTTPException(403, str(err)) from None
     except DBAPIError as err:
-        if is_lock_timeout(err):
-            raise
+        if is_lock_timeout(err) or err.connection_invalidated:
+            raise  # the app's handler answers 503 with Retry-After
         if is_retryable(err):
             raise _busy(err) from None
         # A value the validation let through and the database refused: store what it takes.
@@ -353,7 +353,7 @@ def _store_each(
         try:
             one = with_retries(db_session, lambda raw=raw: one_event(raw), retries=retries)
         except DBAPIError as err:
-            if is_lock_timeout(err):
+            if is_lock_timeout(err) or err.connection_invalidated:
                 raise
             if is_retryable(err):
                 raise _busy(err) from None

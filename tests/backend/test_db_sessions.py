@@ -12,7 +12,7 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from backend import db as db_module
-from backend.db import PING_AFTER_IDLE_S, make_engine
+from backend.db import PING_AFTER_IDLE_S, make_engine, with_retries
 from backend.jobs.models import Model
 
 
@@ -113,3 +113,47 @@ def test_a_connection_back_in_the_pool_a_moment_ago_is_not_pinged(database, monk
             assert _backend_pid(conn) != dropped
     finally:
         engine.dispose()
+
+
+def test_a_transaction_whose_connection_was_dropped_runs_again_on_a_new_one(
+    database, monkeypatch
+) -> None:
+    """with_retries reruns work() whose connection the server dropped before the commit: the
+    ingest request that drew a connection dropped a moment ago succeeds on a fresh one."""
+    if database.dialect != "postgresql":
+        pytest.skip("SQLite has no server to drop a connection")
+    monkeypatch.setattr(db_module, "PING_AFTER_IDLE_S", 60.0)
+    db = db_module.Database(database.url)
+    try:
+        with db.engine.connect() as conn:
+            dropped = _backend_pid(conn)
+        with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
+            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
+            for _ in range(250):
+                if admin.exec_driver_sql(
+                    f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {dropped}"
+                ).scalar():
+                    break
+                time.sleep(0.02)
+        pids: list[int] = []
+        with db.session() as s:
+            assert with_retries(s, lambda: pids.append(_backend_pid(s.connection())) or 7) == 7
+        assert len(pids) == 1 and pids[0] != dropped  # the first run failed before appending
+    finally:
+        db.dispose()
+
+
+def test_a_connection_lost_where_no_rerun_is_safe_answers_503_with_retry_after(app) -> None:
+    """A disconnect that reaches the app (say, during a commit) is the client's to retry."""
+    from fastapi.testclient import TestClient
+
+    def lost() -> None:
+        raise DBAPIError(
+            "COMMIT", {}, OSError("server closed the connection"), connection_invalidated=True
+        )
+
+    app.add_api_route("/api/v1/_test_lost", lost, methods=["POST"])
+    with TestClient(app) as client:
+        r = client.post("/api/v1/_test_lost")
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert "connection to the database was lost" in r.json()["detail"]
