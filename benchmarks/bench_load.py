@@ -264,8 +264,9 @@ async def drive(
     tag: str,
     history_days: float = 0.0,
     lag_s: float = 3600.0,
-) -> dict[str, Any]:
-    """Run the fleet for `duration` real seconds; the ingest figures.
+) -> tuple[dict[str, Any], list[SimJob], float]:
+    """Run the fleet for `duration` real seconds: the ingest figures, the fleet and where its
+    simulated clock stopped (for retire).
 
     Before measuring: the fleet's history (sent through ingest, then recomputed), then catch-up
     rounds that bring the simulated clock to `duration x (speed - 1) + lag_s` behind the real
@@ -352,7 +353,7 @@ async def drive(
             *(send_span(i, j, clock - history_s, clock) for i, j in enumerate(fleet))
         )
         history_send_s = time.time() - t_hist
-        drain_s = wait_drained(fresh.db, 300 + 60 * history_days * jobs / 10)
+        drain_s = wait_drained(fresh.db, _drain_budget(history_days, jobs))
         rounds: list[float] = []
         for _round in range(CATCH_UP_ROUNDS):
             r0 = time.time()
@@ -411,7 +412,7 @@ async def drive(
         lag_at_end = time.time() - last_sim
     # The fleet's target: its jobs' events at `speed` (progress + heartbeat + the rest).
     target = jobs * speed * (1 / PROGRESS_S + 1 / HEARTBEAT_S)
-    return {
+    figures = {
         "jobs": jobs,
         "speed": speed,
         "real_rate_equivalent_jobs": int(jobs * speed),
@@ -431,8 +432,8 @@ async def drive(
         "request_p99_s": round(pct(latency, 99) or 0.0, 3),
         "lag_at_end_s": round(lag_at_end, 1),
         "warmup": warmup,
-        "_fleet": (fleet, last_sim),
     }
+    return figures, fleet, last_sim
 
 
 async def retire(urls: list[str], token: str, fleet: list[SimJob], t: float) -> None:
@@ -454,6 +455,11 @@ async def retire(urls: list[str], token: str, fleet: list[SimJob], t: float) -> 
                 if r.status_code == 200:
                     break
                 await asyncio.sleep(2)
+
+
+def _drain_budget(history_days: float, jobs: int) -> float:
+    """Seconds to allow the workers for a fleet's history (a minute a day per ten jobs)."""
+    return 300 + 60 * history_days * jobs / 10
 
 
 def wait_drained(db: Database, timeout: float) -> float:
@@ -497,7 +503,7 @@ def _one_fleet(
     fresh = Freshness(db.url)
     fresh.thread.start()
     tag = f"j{jobs}" if history_days == 0 else f"j{jobs}h{history_days:g}"
-    figures = asyncio.run(
+    figures, fleet, last_sim = asyncio.run(
         drive(
             urls,
             token,
@@ -510,7 +516,6 @@ def _one_fleet(
             args.lag_s,
         )
     )
-    fleet, last_sim = figures.pop("_fleet")
     figures["drain_after_s"] = round(wait_drained(db, 60), 1)
     time.sleep(1.0)
     fresh.stop.set()
@@ -542,7 +547,7 @@ def _one_fleet(
     )
     print(json.dumps(figures), flush=True)
     asyncio.run(retire(urls, token, fleet, last_sim))
-    wait_drained(db, 300 + 60 * history_days * jobs / 10)
+    wait_drained(db, _drain_budget(history_days, jobs))
     return figures
 
 

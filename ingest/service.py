@@ -482,14 +482,14 @@ def _mark_jobs(
     events: list[dict[str, Any]],
     models: dict[str, str | None],
     now: float,
-    stored: event_store.StoredJobs | None = None,
+    jobs: event_store.StoredJobs | None = None,
 ) -> list[str]:
     """Upsert models and jobs touched by new events, flagging each job for recompute.
 
-    `stored`: the jobs' rows as read before the batch; a model a stored job names has its row
+    `jobs`: the jobs' rows as read before the batch; a model a stored job names has its row
     already (the foreign key), so a batch of a running job writes no models row.
     """
-    known = stored.rows if stored is not None else {}
+    known = jobs.rows if jobs is not None else {}
     last_seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}
     tiers: dict[str, str] = {}  # a model's tier from its jobs' `tier` label, like its owner
@@ -536,8 +536,8 @@ def _mark_jobs(
     if not job_ids:
         return job_ids
     if db_session.get_bind().dialect.name == "postgresql":
-        jobs = [[j, models.get(j), last_seen[j]] for j in job_ids]
-        db_session.execute(_PG_MARK_JOBS, {"jobs": orjson.dumps(jobs).decode(), "now": now})
+        marks = [[j, models.get(j), last_seen[j]] for j in job_ids]
+        db_session.execute(_PG_MARK_JOBS, {"jobs": orjson.dumps(marks).decode(), "now": now})
         return job_ids
     jt = Job.__table__
     stmt = insert_for(db_session, jt)

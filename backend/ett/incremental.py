@@ -53,7 +53,7 @@ from backend.ett.timeline import (
     Timeline,
     WarningLog,
     Window,
-    WindowColumns,
+    window_fields,
 )
 
 # Bumped whenever the engine or this state changes meaning: older states are then recomputed.
@@ -200,11 +200,8 @@ class AccountState:
 
 
 def _rows(windows: Sequence[Window]) -> Iterable[tuple[float, float, float, float]]:
-    """(start, end, cursor_start, cursor_end) of each window (from its columns if it has them)."""
-    if isinstance(windows, WindowColumns):
-        c = windows
-        return zip(c.start, c.end, c.cursor_start, c.cursor_end, strict=True)
-    return ((w.start, w.end, w.cursor_start, w.cursor_end) for w in windows)
+    """(start, end, cursor_start, cursor_end) of each window."""
+    return window_fields(windows, "start", "end", "cursor_start", "cursor_end")
 
 
 def _no_overlap(windows: Sequence[Window]) -> bool:

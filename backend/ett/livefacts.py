@@ -16,7 +16,7 @@ from operator import sub
 from typing import Any
 
 from backend.ett.partition import EFFECTIVE, Piece
-from backend.ett.timeline import Timeline, WindowColumns
+from backend.ett.timeline import Timeline, window_fields
 
 
 def _finite(t: float) -> float | None:
@@ -39,12 +39,7 @@ def loop_facts(tl: Timeline) -> dict[int, dict[str, Any]]:
     cur: int | None = None
     lo = hi = 0.0
     put: Any = None
-    ws = tl.windows
-    rows: Any
-    if isinstance(ws, WindowColumns):
-        rows = zip(ws.attempt, ws.start, ws.end, ws.cursor_start, ws.cursor_end, strict=True)
-    else:
-        rows = ((w.attempt, w.start, w.end, w.cursor_start, w.cursor_end) for w in ws)
+    rows = window_fields(tl.windows, "attempt", "start", "end", "cursor_start", "cursor_end")
     for a, start, end, cs, ce in rows:
         if a != cur:
             if cur is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -21,7 +21,7 @@ from backend.ett.timeline import (
     Timeline,
     WarningLog,
     Window,
-    WindowColumns,
+    window_fields,
 )
 
 # A piece: (start, end, attempt, component, phase).
@@ -66,13 +66,7 @@ def progress_layer(windows: Sequence[Window], warnings: WarningLog) -> list[Piec
     prev_end = -math.inf
     hwm = -math.inf
     put = _putter(out)
-    rows: Iterable[tuple[float, float, float, float, int]]
-    if isinstance(windows, WindowColumns):
-        c = windows
-        rows = zip(c.start, c.end, c.cursor_start, c.cursor_end, c.attempt, strict=True)
-    else:
-        rows = ((w.start, w.end, w.cursor_start, w.cursor_end, w.attempt) for w in windows)
-
+    rows = window_fields(windows, "start", "end", "cursor_start", "cursor_end", "attempt")
     for s, e, cs, ce, a in rows:
         if s < prev_end:
             # Rare (a resent window, two processes reporting as rank 0): the general sweep.

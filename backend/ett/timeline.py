@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from typing import Any, overload
 
 import numpy as np
@@ -167,20 +168,21 @@ class Window:
 class WindowColumns(Sequence[Window]):
     """Clean progress windows in time order, a list per field; a Window is built only on request.
 
-    The progress layer and the loop facts read the lists; an event id stays an index into the
-    job's ids in arrival order, resolved only where one is asked for (warnings, ties).
+    The progress layer and the loop facts read the lists (window_fields); an event id stays an
+    index into the job's ids in arrival order, resolved only where one is asked for (warnings,
+    ties). Not a dataclass: its `index` field would take Sequence.index as its default.
     """
 
     __slots__ = ("attempt", "cursor_end", "cursor_start", "end", "ids", "index", "start")
 
     def __init__(
         self,
-        start: list[float],
-        end: list[float],
-        attempt: list[int],
-        cursor_start: list[float],
-        cursor_end: list[float],
-        index: list[int],
+        start: Sequence[float],
+        end: Sequence[float],
+        attempt: Sequence[int],
+        cursor_start: Sequence[float],
+        cursor_end: Sequence[float],
+        index: Sequence[int],
         ids: list[str],
     ) -> None:
         self.start = start
@@ -222,6 +224,14 @@ class WindowColumns(Sequence[Window]):
             self.cursor_end,
             map(self.ids.__getitem__, self.index),
         )
+
+
+def window_fields(windows: Sequence[Window], *names: str) -> Iterable[tuple[Any, ...]]:
+    """The named fields (two or more) of each window in order: the columns zipped when the
+    windows are WindowColumns (no Window built), else read from each Window."""
+    if isinstance(windows, WindowColumns):
+        return zip(*(getattr(windows, name) for name in names), strict=True)
+    return map(attrgetter(*names), windows)
 
 
 @dataclass(slots=True)

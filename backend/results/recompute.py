@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import case, func, or_, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -371,7 +371,10 @@ def finish_job(
     Last in the transaction: from here to the commit is all that ingest's mark can wait on.
     """
     if derived:
-        db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived))
+        # One statement: the flag's test reads the row it updates.
+        clean = case((Job.updated_at == seen, False), else_=Job.dirty)
+        db_session.execute(update(Job).where(Job.job_id == job_id).values(**derived, dirty=clean))
+        return
     db_session.execute(
         update(Job).where(Job.job_id == job_id, Job.updated_at == seen).values(dirty=False)
     )

@@ -65,6 +65,19 @@ def _backend_pid(conn: Any) -> int:
     return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
 
 
+def _terminate(database: Any, pid: int) -> None:
+    """End a server session and wait until it is gone (the server closes it asynchronously)."""
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
+        admin.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+        for _ in range(250):
+            if admin.exec_driver_sql(
+                f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {pid}"
+            ).scalar():
+                return
+            time.sleep(0.02)
+    pytest.fail(f"backend {pid} still there 5 s after pg_terminate_backend")
+
+
 def test_a_connection_the_server_dropped_while_idle_is_replaced_unseen(database) -> None:
     """A pooled connection idle past PING_AFTER_IDLE_S is pinged at checkout: one the server
     closed meanwhile is replaced before the caller sees it."""
@@ -74,8 +87,7 @@ def test_a_connection_the_server_dropped_while_idle_is_replaced_unseen(database)
     try:
         with engine.connect() as conn:
             dropped = _backend_pid(conn)
-        with database.engine.connect() as admin:
-            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
+        _terminate(database, dropped)
         time.sleep(PING_AFTER_IDLE_S + 0.2)
         with engine.connect() as conn:
             assert _backend_pid(conn) != dropped
@@ -94,18 +106,7 @@ def test_a_connection_back_in_the_pool_a_moment_ago_is_not_pinged(database, monk
     try:
         with engine.connect() as conn:
             dropped = _backend_pid(conn)
-        with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
-            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
-            # The server closes the session asynchronously: wait until it is gone.
-            for _ in range(250):
-                gone = admin.exec_driver_sql(
-                    f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {dropped}"
-                ).scalar()
-                if gone:
-                    break
-                time.sleep(0.02)
-            else:
-                pytest.fail(f"backend {dropped} still there 5 s after pg_terminate_backend")
+        _terminate(database, dropped)
         with engine.connect() as conn, pytest.raises(DBAPIError) as err:
             _backend_pid(conn)
         assert err.value.connection_invalidated
@@ -127,14 +128,7 @@ def test_a_transaction_whose_connection_was_dropped_runs_again_on_a_new_one(
     try:
         with db.engine.connect() as conn:
             dropped = _backend_pid(conn)
-        with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
-            admin.exec_driver_sql(f"SELECT pg_terminate_backend({dropped})")
-            for _ in range(250):
-                if admin.exec_driver_sql(
-                    f"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = {dropped}"
-                ).scalar():
-                    break
-                time.sleep(0.02)
+        _terminate(database, dropped)
         pids: list[int] = []
         with db.session() as s:
             assert with_retries(s, lambda: pids.append(_backend_pid(s.connection())) or 7) == 7
