@@ -107,6 +107,15 @@ def hook_log(state_dir: Path) -> str:
     return path.read_text(errors="replace")[-3000:] if path.exists() else "(no hook log)"
 
 
+def wait_for_hook_log(state_dir: Path, line: str, timeout_s: float = 30.0) -> None:
+    """Wait until the hooks' log holds `line` (a hook logs what it did once it has done it)."""
+    deadline = time.monotonic() + timeout_s
+    path = state_dir / "ett-slurm.log"
+    while not path.exists() or line not in path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"no {line!r} in the hook log:\n{hook_log(state_dir)}"
+        time.sleep(0.2)
+
+
 def ett_id(slurm: SlurmCluster, job: str) -> str:
     """The integration's job id scheme."""
     return f"slurm-{slurm.cluster}-{job}"
@@ -285,6 +294,9 @@ def test_server_down_then_flush_and_rerun_store_each_event_once(
     try:
         job = slurm.sbatch("sleep 1", "--comment=ett-model=slurm-offline")
         rec = slurm.wait_job(job, ("COMPLETED",))
+        # slurmctld runs the jobcomp hook after the job shows COMPLETED, and that hook first
+        # tries the server for its timeout: wait for it to spool before the live hooks go in.
+        wait_for_hook_log(hooks, f"jobcomp: {ett_id(slurm, job)}:")
     finally:
         install_hooks(slurm, server_options(slurm, live))
     with pytest.raises(urllib.error.HTTPError):
