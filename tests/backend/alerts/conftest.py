@@ -132,7 +132,12 @@ def serve_receiver() -> Iterator[HttpReceiver]:
     receiver = HttpReceiver(url=f"http://127.0.0.1:{server.server_address[1]}")
     server.RequestHandlerClass = _handler(receiver)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="test-http-receiver", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.02},  # shutdown() waits for one poll
+        name="test-http-receiver",
+        daemon=True,
+    )
     thread.start()
     try:
         yield receiver
