@@ -13,6 +13,7 @@ from backend.config import Settings
 from backend.db import Database
 from dashboard.app import get_dash_app
 from dashboard.context import ENVIRON_KEY, DashboardContext
+from tests.conftest import DIALECTS, database_at
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +52,26 @@ def seed_demo(database: Database, settings: Settings, *, now: float | None = Non
     loader.store_annotations(database, fleet.fleet_annotations(spec))
     loader.backfill_slo_history(database, settings, spec.start, now)
     return now
+
+
+@pytest.fixture(scope="module", params=DIALECTS)
+def demo_once(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Database, Settings]]:
+    """The demo fleet loaded once per module and dialect, in a database of the module's own.
+
+    For modules whose tests only read: such a module points its `database` and `settings` at
+    this pair, and seeds once instead of once a test.
+    """
+    home = tmp_path_factory.mktemp("demo-once")
+    with database_at(request.param, home, "head") as url:
+        database = Database(url)
+        settings = Settings(home=home, database_url=url, recompute_mode="inline")
+        try:
+            seed_demo(database, settings)
+            yield database, settings
+        finally:
+            database.dispose()
 
 
 @contextmanager

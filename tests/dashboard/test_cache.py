@@ -14,13 +14,25 @@ from backend.db import Database
 from backend.metrics import fleet as metrics_fleet
 from dashboard import cache, data
 from dashboard.pages import fleet, models
-from tests.dashboard.conftest import dashboard_request, find, seed_demo, whole
+from tests.dashboard.conftest import dashboard_request, find, whole
+
+
+# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
+@pytest.fixture
+def database(demo_once: tuple[Database, Settings]) -> Database:
+    """The module's seeded database."""
+    return demo_once[0]
 
 
 @pytest.fixture
-def seeded(database: Database, settings: Settings) -> Settings:
-    """The demo fleet in the test database, and no answer remembered from another test."""
-    seed_demo(database, settings)
+def settings(demo_once: tuple[Database, Settings]) -> Settings:
+    """Settings on the module's seeded database."""
+    return demo_once[1]
+
+
+@pytest.fixture
+def seeded(settings: Settings) -> Settings:
+    """The seeded database's settings, and no answer remembered from another test."""
     cache.clear()
     return settings
 

@@ -15,7 +15,20 @@ from backend.db import Database
 from dashboard.pages import fleet, job, models, owners
 from dashboard.palette import COMPONENT_LABELS
 from tests.dashboard.conftest import dashboard_request, find, whole
-from tests.dashboard.test_pages import _range, api, seeded  # noqa: F401  (fixtures)
+from tests.dashboard.test_pages import _range, api, demo_db, seeded  # noqa: F401  (fixtures)
+
+
+# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
+@pytest.fixture
+def database(demo_once: tuple[Database, Settings]) -> Database:
+    """The module's seeded database."""
+    return demo_once[0]
+
+
+@pytest.fixture
+def settings(demo_once: tuple[Database, Settings]) -> Settings:
+    """Settings on the module's seeded database."""
+    return demo_once[1]
 
 
 def _link(cell: str) -> tuple[str, dict[str, list[str]]]:

@@ -16,13 +16,25 @@ from dashboard import data, timelines
 from dashboard.components import bucket_jobs_href
 from dashboard.filters import Filters
 from dashboard.pages import compare, fleet, job, models, owners
-from tests.dashboard.conftest import dashboard_request, find, seed_demo
+from tests.dashboard.conftest import dashboard_request, find
+
+
+# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
+@pytest.fixture
+def database(demo_once: tuple[Database, Settings]) -> Database:
+    """The module's seeded database."""
+    return demo_once[0]
 
 
 @pytest.fixture
-def seeded(database: Database, settings: Settings) -> Settings:
-    """The demo fleet in the test database."""
-    seed_demo(database, settings)
+def settings(demo_once: tuple[Database, Settings]) -> Settings:
+    """Settings on the module's seeded database."""
+    return demo_once[1]
+
+
+@pytest.fixture
+def seeded(settings: Settings) -> Settings:
+    """The seeded database's settings."""
     return settings
 
 

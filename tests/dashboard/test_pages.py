@@ -38,17 +38,39 @@ def _text(tree: Any, element_id: str) -> str:
     return node.children if isinstance(node.children, str) else str(node.children)
 
 
+# The tests that only read share one demo fleet per dialect (conftest.demo_once): `demo_db` and
+# `seeded` are its database and settings. A test that writes seeds its own (`seeded_here`).
 @pytest.fixture
-def seeded(database: Database, settings: Settings) -> Settings:
-    """The demo fleet in the test database."""
+def demo_db(demo_once: tuple[Database, Settings]) -> Database:
+    """The module's demo fleet database (read only)."""
+    return demo_once[0]
+
+
+@pytest.fixture
+def seeded(demo_once: tuple[Database, Settings]) -> Settings:
+    """Settings on the module's demo fleet database (read only)."""
+    return demo_once[1]
+
+
+@pytest.fixture
+def api(seeded: Settings, demo_db: Database) -> Any:
+    """A REST client over the module's demo fleet."""
+    app = create_app(seeded, database=demo_db, start_workers=False, with_dashboard=False)
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def seeded_here(database: Database, settings: Settings) -> Settings:
+    """The demo fleet in this test's own database, for a test that writes beside it."""
     seed_demo(database, settings)
     return settings
 
 
 @pytest.fixture
-def api(seeded: Settings, database: Database) -> Any:
-    """A REST client over the seeded database."""
-    app = create_app(seeded, database=database, start_workers=False, with_dashboard=False)
+def api_here(seeded_here: Settings, database: Database) -> Any:
+    """A REST client over this test's own seeded database."""
+    app = create_app(seeded_here, database=database, start_workers=False, with_dashboard=False)
     with TestClient(app) as c:
         yield c
 
@@ -59,12 +81,12 @@ def _pct_matches(shown: str, rest_pct: float) -> bool:
 
 
 def test_fleet_page_headline_equals_the_rest_answers(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     start, end, rest = _range()
     ett = api.get("/api/v1/fleet/ett", params=rest).json()
     failures = api.get("/api/v1/fleet/failures", params=rest).json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end)
     assert _pct_matches(_text(page, "fleet-ett"), ett["total"]["ett_pct"])
     assert _text(page, "fleet-jobs") == f"{failures['total']['jobs']:,}"
@@ -93,13 +115,13 @@ def test_fleet_page_headline_equals_the_rest_answers(
 
 
 def test_fleet_page_filters_by_model_and_label(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     start, end, rest = _range()
     expected = api.get(
         "/api/v1/fleet/ett", params={**rest, "model": "model-a", "label": "variant=baseline"}
     ).json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end, model="model-a", label="variant=baseline")
         unknown = whole(fleet, start=start, end=end, owner="no-such-team")
     assert _pct_matches(_text(page, "fleet-ett"), expected["total"]["ett_pct"])
@@ -109,10 +131,10 @@ def test_fleet_page_filters_by_model_and_label(
 
 
 def test_a_filter_no_model_matches_says_so_instead_of_no_data(
-    seeded: Settings, database: Database
+    seeded: Settings, demo_db: Database
 ) -> None:
     start, end, _rest = _range()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         # "checkpoint" owns a component, not a model: an old owner= link on other pages.
         fleet_page = whole(fleet, start=start, end=end, owner="checkpoint")
         models_page = whole(models, start=start, end=end, team="checkpoint")
@@ -133,12 +155,12 @@ def test_a_filter_no_model_matches_says_so_instead_of_no_data(
 
 
 def test_model_page_equals_the_rest_answer(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     start, end, rest = _range()
     answer = api.get("/api/v1/models/model-c", params=rest).json()
     jobs = api.get("/api/v1/jobs", params={**rest, "model": "model-c"}).json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(models, model="model-c", start=start, end=end)
         listing = whole(models, start=start, end=end)
     assert _pct_matches(_text(page, "model-ett"), answer["ett_pct"])
@@ -176,10 +198,10 @@ def test_model_page_equals_the_rest_answer(
 
 
 def test_job_page_equals_the_rest_answer(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     answer = api.get("/api/v1/jobs/model-b-baseline/ett").json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(job, job_id="model-b-baseline")
         listing = whole(job)
         missing = whole(job, job_id="nope")
@@ -262,14 +284,14 @@ def test_revision_2_warnings_on_the_job_page_and_in_rest(
 
 
 def test_compare_page_equals_the_rest_answer(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     start, end, rest = _range()
     pairs = api.get("/api/v1/compare/pairs", params=rest).json()
     one = api.get(
         "/api/v1/compare", params={"baseline": "model-e-baseline", "optimized": "model-e-optimized"}
     ).json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = compare.layout(start=start, end=end)
         pair = compare.layout(baseline="model-e-baseline", optimized="model-e-optimized")
         missing = compare.layout(baseline="model-e-baseline", optimized="nope")
@@ -297,10 +319,10 @@ def test_compare_page_equals_the_rest_answer(
 
 
 def test_owners_page_shows_lost_hours_and_slos(
-    api: TestClient, seeded: Settings, database: Database
+    api_here: TestClient, seeded_here: Settings, database: Database
 ) -> None:
     start, end, rest = _range()
-    lost = api.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()
+    lost = api_here.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()
     from backend.alerts import store
     from backend.alerts.slos import SloSpec
 
@@ -326,8 +348,8 @@ def test_owners_page_shows_lost_hours_and_slos(
     with database.session() as s:
         slo_history.backfill(db_session=s, instants=history_instants(now - 14 * 86400, now))
         s.commit()
-    cycle.evaluate_once(db=database, settings=seeded, release=True)
-    with dashboard_request(seeded, database):
+    cycle.evaluate_once(db=database, settings=seeded_here, release=True)
+    with dashboard_request(seeded_here, database):
         page = whole(owners, start=start, end=end)
         one = whole(owners, start=start, end=end, owner="compiler")
         alert_link = whole(owners, owner="checkpoint", component="wasted_training")
@@ -343,7 +365,7 @@ def test_owners_page_shows_lost_hours_and_slos(
     assert row["objective"] == "≤ 0.05 % of GPU-time" and row["current"].endswith("% of GPU-time")
     compile_share = next(
         r
-        for r in api.get("/api/v1/fleet/ett", params=rest).json()["total"].items()
+        for r in api_here.get("/api/v1/fleet/ett", params=rest).json()["total"].items()
         if r[0] == "components_gpu_h"
     )[1]["pt2_compile"]
     assert compile_share > 0 and row["status"] == "breached"  # any compile beats 0.05 %
@@ -431,7 +453,7 @@ def test_pages_stay_readable_with_500_models(
 
 
 def test_jobs_search_looks_through_every_job_one_page_at_a_time(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     every = api.get("/api/v1/jobs", params={"limit": 1000}).json()
     newest = max(every["jobs"], key=lambda j: j["submitted_at"])
@@ -439,7 +461,7 @@ def test_jobs_search_looks_through_every_job_one_page_at_a_time(
     expected = {j["job_id"] for j in every["jobs"] if j["job_id"].startswith(prefix)}
     expected |= {j["job_id"] for j in every["jobs"] if (j["model"] or "").startswith(prefix)}
     far = ("2001-01-01", "2001-01-02")  # a search ignores the date range
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         found = whole(job, start=far[0], end=far[1], q=prefix)
         recent = whole(job, view="recent")
         second = whole(job, view="recent", page="2")
@@ -466,7 +488,7 @@ def test_jobs_search_looks_through_every_job_one_page_at_a_time(
 
 
 def test_trend_charts_draw_the_annotations_they_concern(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     start, end, rest = _range()
     every = api.get("/api/v1/annotations", params=rest).json()["annotations"]
@@ -474,7 +496,7 @@ def test_trend_charts_draw_the_annotations_they_concern(
     model = next(a["model"] for a in every if a["model"])
     own = sorted(a["title"] for a in every if a["model"] in (None, model))
     assert fleet_wide and len(own) > len(fleet_wide)
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end)
         one = whole(models, start=start, end=end, model=model)
 
@@ -491,10 +513,10 @@ def test_trend_charts_draw_the_annotations_they_concern(
 
 
 def test_live_page_equals_the_rest_answer(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     rest = api.get("/api/v1/live", params={"jobs": "all"}).json()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = live.layout()
     assert _text(page, "live-open-jobs") == f"{rest['open_jobs']:,}"
     assert _text(page, "live-training-gpus") == f"{rest['gpus_by_state']['training']:,}"

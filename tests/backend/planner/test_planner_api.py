@@ -6,13 +6,18 @@ import math
 from datetime import UTC, datetime
 
 import pytest
+from fastapi.testclient import TestClient
 
+from backend.app import create_app
+from backend.config import Settings
+from backend.db import Database
 from backend.demo import fleet, loader
 from backend.demo.backtest import demo_observations
 from backend.fleet.days import DAY_S
 from backend.planner.fit import fit_inputs, measured_ett_pct
 from backend.planner.model import predict
 from backend.planner.service import inputs_from_dict
+from tests.conftest import DIALECTS, database_at
 
 # A fixed clock: the demo's fleet depends on its `now`, and the fit's check against the window's
 # last quarter (about 7 jobs) is only meaningful on a fleet that does not move with the day.
@@ -29,13 +34,27 @@ RANGE = {
 }
 
 
+@pytest.fixture(scope="module", params=DIALECTS)
+def seeded(request, tmp_path_factory):
+    """The demo fleet, loaded once per dialect into this module's own database: every test here
+    only reads (a what-if is a POST that stores nothing)."""
+    home = tmp_path_factory.mktemp("planner")
+    with database_at(request.param, home, "head") as url:
+        db = Database(url)
+        settings = Settings(home=home, database_url=url, recompute_mode="inline")
+        report = loader.load_in_process(
+            db, settings, fleet.fleet_events(SPEC), now=NOW, progress=False
+        )
+        assert report.accepted > 0 and not report.rejected
+        yield create_app(settings, database=db, start_workers=False, with_dashboard=False)
+        db.dispose()
+
+
 @pytest.fixture
-def seeded(database, settings):
-    report = loader.load_in_process(
-        database, settings, fleet.fleet_events(SPEC), now=NOW, progress=False
-    )
-    assert report.accepted > 0 and not report.rejected
-    return database
+def client(seeded):
+    """An HTTP client over the seeded fleet."""
+    with TestClient(seeded) as c:
+        yield c
 
 
 def _fleet_model() -> str:
