@@ -60,8 +60,8 @@ def demo_once(
 ) -> Iterator[tuple[Database, Settings]]:
     """The demo fleet loaded once per module and dialect, in a database of the module's own.
 
-    For modules whose tests only read: such a module points its `database` and `settings` at
-    this pair, and seeds once instead of once a test.
+    Tests that only read take it as `demo_db`, `seeded` (its settings) and `api`: the fleet is
+    seeded once instead of once a test. A test that writes seeds a database of its own.
     """
     home = tmp_path_factory.mktemp("demo-once")
     with database_at(request.param, home, "head") as url:
@@ -72,6 +72,30 @@ def demo_once(
             yield database, settings
         finally:
             database.dispose()
+
+
+@pytest.fixture
+def demo_db(demo_once: tuple[Database, Settings]) -> Database:
+    """The module's demo fleet database (read only)."""
+    return demo_once[0]
+
+
+@pytest.fixture
+def seeded(demo_once: tuple[Database, Settings]) -> Settings:
+    """Settings on the module's demo fleet database (read only)."""
+    return demo_once[1]
+
+
+@pytest.fixture
+def api(seeded: Settings, demo_db: Database) -> Iterator[Any]:
+    """A REST client over the module's demo fleet."""
+    from fastapi.testclient import TestClient
+
+    from backend.app import create_app
+
+    app = create_app(seeded, database=demo_db, start_workers=False, with_dashboard=False)
+    with TestClient(app) as c:
+        yield c
 
 
 @contextmanager

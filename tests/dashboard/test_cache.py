@@ -17,26 +17,6 @@ from dashboard.pages import fleet, models
 from tests.dashboard.conftest import dashboard_request, find, whole
 
 
-# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
-@pytest.fixture
-def database(demo_once: tuple[Database, Settings]) -> Database:
-    """The module's seeded database."""
-    return demo_once[0]
-
-
-@pytest.fixture
-def settings(demo_once: tuple[Database, Settings]) -> Settings:
-    """Settings on the module's seeded database."""
-    return demo_once[1]
-
-
-@pytest.fixture
-def seeded(settings: Settings) -> Settings:
-    """The seeded database's settings, and no answer remembered from another test."""
-    cache.clear()
-    return settings
-
-
 def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
     calls: list[Any] = []
     real = getattr(owner, name)
@@ -50,12 +30,12 @@ def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[An
 
 
 def test_a_fleet_page_load_reads_the_fleet_once(
-    seeded: Settings, database: Database, monkeypatch: pytest.MonkeyPatch
+    seeded: Settings, demo_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     views = _counting(monkeypatch, data, "fleet_view")
     # The statements under it: the ETT series runs once, not once per half of the page.
     series = _counting(monkeypatch, metrics_fleet, "fleet_ett")
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(fleet)
     assert find(page, "fleet-nof-graph") is not None  # the deferred part was drawn
     assert len(views) == 1
@@ -63,22 +43,22 @@ def test_a_fleet_page_load_reads_the_fleet_once(
 
 
 def test_a_model_page_load_reads_the_model_once(
-    seeded: Settings, database: Database, monkeypatch: pytest.MonkeyPatch
+    seeded: Settings, demo_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads = _counting(monkeypatch, data, "model_page")
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(models, model="model-a")
     assert find(page, "model-level1-graph") is not None  # the deferred part was drawn
     assert len(reads) == 1
 
 
 def test_the_answer_expires_and_other_filters_read_anew(
-    seeded: Settings, database: Database, monkeypatch: pytest.MonkeyPatch
+    seeded: Settings, demo_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [1000.0]
     monkeypatch.setattr(cache, "clock", lambda: now[0])
     views = _counting(monkeypatch, data, "fleet_view")
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         whole(fleet)
         whole(fleet)  # a second load within the TTL
         assert len(views) == 1
@@ -90,9 +70,9 @@ def test_the_answer_expires_and_other_filters_read_anew(
 
 
 def test_a_changed_answer_does_not_change_the_remembered_one(
-    seeded: Settings, database: Database
+    seeded: Settings, demo_db: Database
 ) -> None:
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         first = fleet.fleet_view(data.Filters.from_query({}))
         first.headline["jobs"] = -1
         first.series.drop(first.series.index, inplace=True)

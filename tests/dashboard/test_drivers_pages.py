@@ -15,20 +15,7 @@ from backend.db import Database
 from dashboard.pages import fleet, job, models, owners
 from dashboard.palette import COMPONENT_LABELS
 from tests.dashboard.conftest import dashboard_request, find, whole
-from tests.dashboard.test_pages import _range, api, demo_db, seeded  # noqa: F401  (fixtures)
-
-
-# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
-@pytest.fixture
-def database(demo_once: tuple[Database, Settings]) -> Database:
-    """The module's seeded database."""
-    return demo_once[0]
-
-
-@pytest.fixture
-def settings(demo_once: tuple[Database, Settings]) -> Settings:
-    """Settings on the module's seeded database."""
-    return demo_once[1]
+from tests.dashboard.test_pages import _range
 
 
 def _link(cell: str) -> tuple[str, dict[str, list[str]]]:
@@ -41,10 +28,10 @@ def _link(cell: str) -> tuple[str, dict[str, list[str]]]:
 def test_range_total_by_component_is_the_sum_of_the_daily_stacks(
     api: TestClient,  # noqa: F811
     seeded: Settings,  # noqa: F811
-    database: Database,
+    demo_db: Database,
 ) -> None:
     start, end, rest = _range()
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end)
     stacks = find(page, "fleet-lost-component-graph").figure
     summed: dict[str, float] = defaultdict(float)
@@ -63,14 +50,14 @@ def test_range_total_by_component_is_the_sum_of_the_daily_stacks(
 def test_owner_page_lists_each_components_top_models_and_jobs(
     api: TestClient,  # noqa: F811
     seeded: Settings,  # noqa: F811
-    database: Database,
+    demo_db: Database,
 ) -> None:
     start, end, rest = _range()
     held = api.get("/api/v1/fleet/lost", params={**rest, "by": "owner"}).json()["rows"]
     compiler = next(r for r in held if r["owner"] == "compiler")
     components = [c for c, v in compiler["components"].items() if v > 0]
     assert components
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = whole(owners, start=start, end=end, owner="compiler")
     for comp in components:
         scope = {**rest, "component": comp, "component_owner": "compiler", "top": 5}
@@ -110,7 +97,7 @@ def _days(n: int) -> tuple[str, str, dict[str, str]]:
 def test_models_table_trend_follows_the_backend_rule(
     api: TestClient,  # noqa: F811
     seeded: Settings,  # noqa: F811
-    database: Database,
+    demo_db: Database,
 ) -> None:
     # A short range over the demo week: its range before holds one job of most models (the
     # issue's integrity-cvr-001 case) and three of the fleet model that runs daily.
@@ -124,7 +111,7 @@ def test_models_table_trend_follows_the_backend_rule(
     assert few and enough, rows
     assert all(r["trend_pp"] is None and "1 job" in r["trend_reason"] for r in few)
     assert all(r["previous_jobs"] >= 3 and r["trend_reason"] is None for r in enough)
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = models.layout(start=start, end=end)
     table = find(page, "model-list-table")
     header = next(c["name"] for c in table.columns if c["id"] == "trend_pp")
@@ -136,7 +123,7 @@ def test_models_table_trend_follows_the_backend_rule(
         else:
             assert shown[r["model"]] == pytest.approx(r["trend_pp"], abs=5e-3)
     # The model card says why it gives no trend, and gives the number where there is one.
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         card = whole(models, start=start, end=end, model=few[0]["model"])
         good = whole(models, start=start, end=end, model=enough[0]["model"])
     assert "no trend: the range before holds 1 job" in find(card, "model-ett-note").children
@@ -146,12 +133,12 @@ def test_models_table_trend_follows_the_backend_rule(
 def test_jobs_list_sorts_by_a_components_gpu_hours(
     api: TestClient,  # noqa: F811
     seeded: Settings,  # noqa: F811
-    database: Database,
+    demo_db: Database,
 ) -> None:
     start, end, rest = _range()
     params = {**rest, "component": "pt2_compile", "sort": "-component_gpu_h", "limit": 50}
     top = api.get("/api/v1/jobs", params=params).json()["jobs"]
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = job.layout(start=start, end=end, view="component", component="pt2_compile")
     table = find(page, "job-list-table")
     assert any(c["id"] == "component_gpu_h" for c in table.columns)
@@ -164,11 +151,11 @@ def test_jobs_list_sorts_by_a_components_gpu_hours(
 def test_regressions_chart_leaves_out_falls_against_too_few_jobs(
     api: TestClient,  # noqa: F811
     seeded: Settings,  # noqa: F811
-    database: Database,
+    demo_db: Database,
 ) -> None:
     for n in (4, 3, 5):
         start, end, rest = _days(n)
-        with dashboard_request(seeded, database):
+        with dashboard_request(seeded, demo_db):
             page = whole(fleet, start=start, end=end)
         drawn = find(page, "fleet-regressions-graph").figure
         models_shown = {str(m) for t in drawn.data for m in (t.y if t.y is not None else [])}

@@ -4,12 +4,10 @@ auto-refresh in the filter bar, a bucket's bar opening its jobs, jobs on one tim
 from __future__ import annotations
 
 from datetime import date
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
 from backend.config import Settings
 from backend.db import Database
 from dashboard import data, timelines
@@ -19,37 +17,10 @@ from dashboard.pages import compare, fleet, job, models, owners
 from tests.dashboard.conftest import dashboard_request, find
 
 
-# Every test here only reads the demo fleet: it is loaded once per dialect (conftest.demo_once).
-@pytest.fixture
-def database(demo_once: tuple[Database, Settings]) -> Database:
-    """The module's seeded database."""
-    return demo_once[0]
-
-
-@pytest.fixture
-def settings(demo_once: tuple[Database, Settings]) -> Settings:
-    """Settings on the module's seeded database."""
-    return demo_once[1]
-
-
-@pytest.fixture
-def seeded(settings: Settings) -> Settings:
-    """The seeded database's settings."""
-    return settings
-
-
-@pytest.fixture
-def api(seeded: Settings, database: Database) -> Any:
-    """A REST client over the seeded database."""
-    app = create_app(seeded, database=database, start_workers=False, with_dashboard=False)
-    with TestClient(app) as c:
-        yield c
-
-
 def test_quick_ranges_and_refresh_are_on_the_fleet_owner_and_model_pages(
-    seeded: Settings, database: Database
+    seeded: Settings, demo_db: Database
 ) -> None:
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         for module, prefix in ((fleet, "fleet"), (owners, "owners"), (models, "model")):
             page = module.layout(range="7d", refresh="1m")
             bar = find(page, f"{prefix}-quick")
@@ -90,7 +61,7 @@ def _query(href: str) -> list[tuple[str, str]]:
 
 
 def test_the_jobs_list_by_component_is_the_rest_answer(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     every = api.get("/api/v1/jobs", params={"limit": 1000}).json()["jobs"]
     day = max(j["submitted_at"] for j in every)[:10]
@@ -99,7 +70,7 @@ def test_the_jobs_list_by_component_is_the_rest_answer(
         params={"component": "pt2_compile", "start": day, "end": day, "limit": 1000},
     ).json()
     assert 0 < rest["total"] < len(every)
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         page = job.layout(start=day, end=day, component="pt2_compile", view="lost")
     listed = find(page, "job-list-table").data
     assert {r["job_id"] for r in listed} == {j["job_id"] for j in rest["jobs"]}
@@ -107,13 +78,13 @@ def test_the_jobs_list_by_component_is_the_rest_answer(
 
 
 def test_ticked_jobs_open_on_one_axis_aligned_at_submission_or_first_step(
-    api: TestClient, seeded: Settings, database: Database
+    api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
     ids = [j["job_id"] for j in api.get("/api/v1/jobs", params={"limit": 3}).json()["jobs"]]
     rows = [{"job_id": i} for i in ids]
     assert job.picked_jobs(rows, [2, 0]) == [ids[2], ids[0]]
     answers = {i: api.get(f"/api/v1/jobs/{i}/ett").json() for i in ids}
-    with dashboard_request(seeded, database):
+    with dashboard_request(seeded, demo_db):
         for align in ("submit", "step"):
             page = compare.layout(timelines=",".join(ids), align=align)
             fig = find(page, "compare-timelines-graph").figure

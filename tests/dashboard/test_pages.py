@@ -38,28 +38,8 @@ def _text(tree: Any, element_id: str) -> str:
     return node.children if isinstance(node.children, str) else str(node.children)
 
 
-# The tests that only read share one demo fleet per dialect (conftest.demo_once): `demo_db` and
-# `seeded` are its database and settings. A test that writes seeds its own (`seeded_here`).
-@pytest.fixture
-def demo_db(demo_once: tuple[Database, Settings]) -> Database:
-    """The module's demo fleet database (read only)."""
-    return demo_once[0]
-
-
-@pytest.fixture
-def seeded(demo_once: tuple[Database, Settings]) -> Settings:
-    """Settings on the module's demo fleet database (read only)."""
-    return demo_once[1]
-
-
-@pytest.fixture
-def api(seeded: Settings, demo_db: Database) -> Any:
-    """A REST client over the module's demo fleet."""
-    app = create_app(seeded, database=demo_db, start_workers=False, with_dashboard=False)
-    with TestClient(app) as c:
-        yield c
-
-
+# The tests that only read share one demo fleet per dialect (conftest: `demo_db`, `seeded`,
+# `api`). The test that writes seeds its own (`seeded_here`, `api_here`).
 @pytest.fixture
 def seeded_here(database: Database, settings: Settings) -> Settings:
     """The demo fleet in this test's own database, for a test that writes beside it."""
