@@ -27,6 +27,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.dashboard.conftest import pct_matches
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
@@ -144,6 +146,19 @@ class Browser:
             got = self.find_all(css)
             raise AssertionError(
                 f"{css!r} never showed {text!r} (shows {[e.text for e in got]!r})"
+            ) from err
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def wait_for_pct(self, css: str, rest_pct: float, timeout: float | None = None) -> WebElement:
+        """The element matching `css`, once it shows the REST answer's ETT% (`pct_matches`)."""
+        try:
+            WebDriverWait(self.driver, timeout or self.timeout).until(
+                lambda d: pct_matches(d.find_element(By.CSS_SELECTOR, css).text, rest_pct)
+            )
+        except TimeoutException as err:
+            got = self.find_all(css)
+            raise AssertionError(
+                f"{css!r} never showed {rest_pct}% to one decimal (shows {[e.text for e in got]!r})"
             ) from err
         return self.driver.find_element(By.CSS_SELECTOR, css)
 

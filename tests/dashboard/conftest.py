@@ -16,6 +16,12 @@ from dashboard.context import ENVIRON_KEY, DashboardContext
 from tests.conftest import DIALECTS, database_at
 
 
+def pct_matches(shown: str, rest_pct: float) -> bool:
+    """A page's one-decimal ETT% shows the REST answer, itself rounded to 2 decimals (docs/API.md):
+    the two roundings of one value can differ by up to 0.05 + 0.005."""
+    return shown.endswith("%") and abs(float(shown[:-1]) - rest_pct) <= 0.05 + 5e-3
+
+
 @pytest.fixture(autouse=True)
 def _no_remembered_reads() -> None:
     """Each test reads its own database afresh (the pages' reads live cache.TTL_S seconds)."""

@@ -15,7 +15,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from dashboard.filters import DEFAULT_DAYS
 from tests.dashboard.browser import Browser, browser_available, sqlite_site
-from tests.dashboard.conftest import seed_demo
+from tests.dashboard.conftest import pct_matches, seed_demo
 
 pytestmark = [
     pytest.mark.browser,
@@ -83,12 +83,12 @@ def test_headline_numbers_equal_the_rest_answers(site: str, browser: Browser) ->
     ett = _rest(site, "/api/v1/fleet/ett", **rng)
     failures = _rest(site, "/api/v1/fleet/failures", **rng)
     _open(browser, site + "/", 6)
-    assert browser.text("#fleet-ett") == f"{ett['total']['ett_pct']:.1f}%"
+    assert pct_matches(browser.text("#fleet-ett"), ett["total"]["ett_pct"])
     assert browser.text("#fleet-jobs") == f"{failures['total']['jobs']:,}"
     assert browser.text("#fleet-failures") == f"{failures['total']['failures']:,}"
     job = _rest(site, "/api/v1/jobs/model-b-baseline/ett")
     _open(browser, site + "/job?job_id=model-b-baseline", 3)
-    assert browser.text("#job-ett") == f"{job['ett_pct']:.1f}%"
+    assert pct_matches(browser.text("#job-ett"), job["ett_pct"])
     assert browser.text("#job-nof") == str(job["l1"]["nof"])
     assert browser.text("#job-tts") == f"{job['l1']['tts_s'] / 60.0:.1f} min"
 
@@ -107,7 +107,7 @@ def test_fleet_to_model_to_job_by_clicking(site: str, browser: Browser) -> None:
     browser.wait_for_text("#job-id", job_id)
     job = _rest(site, f"/api/v1/jobs/{job_id}/ett")
     assert job["model"] == model
-    assert browser.wait_for_text("#job-ett", f"{job['ett_pct']:.1f}%")
+    browser.wait_for_pct("#job-ett", job["ett_pct"])
     assert browser.severe() == []
 
 
@@ -115,18 +115,18 @@ def test_filters_live_in_the_url(site: str, browser: Browser) -> None:
     rng = _default_range()
     only_a = _rest(site, "/api/v1/fleet/ett", model="model-a", **rng)
     _open(browser, site + "/?model=model-a", 6)
-    assert browser.text("#fleet-ett") == f"{only_a['total']['ett_pct']:.1f}%"
+    assert pct_matches(browser.text("#fleet-ett"), only_a["total"]["ett_pct"])
     label = browser.wait_for("#fleet-filter-label")
     label.send_keys("variant=baseline\n")
     url = browser.wait_for_url("label=variant")
     query = parse_qs(urlsplit(url).query)
     assert query["model"] == ["model-a"] and query["label"] == ["variant=baseline"]
     baseline = _rest(site, "/api/v1/fleet/ett", model="model-a", label="variant=baseline", **rng)
-    browser.wait_for_text("#fleet-ett", f"{baseline['total']['ett_pct']:.1f}%")
+    browser.wait_for_pct("#fleet-ett", baseline["total"]["ett_pct"])
     assert "label=variant" in browser.wait_for("#shell-nav-models").get_attribute("href")
     # The same link in a fresh load reproduces the view.
     _open(browser, url, 6)
-    assert browser.text("#fleet-ett") == f"{baseline['total']['ett_pct']:.1f}%"
+    assert pct_matches(browser.text("#fleet-ett"), baseline["total"]["ett_pct"])
     assert browser.severe() == []
 
 

@@ -18,7 +18,7 @@ from backend.db import Database
 from dashboard.components import NO_DATA_HINT
 from dashboard.pages import compare, fleet, job, live, models, owners
 from dashboard.palette import COMPONENT_LABELS
-from tests.dashboard.conftest import dashboard_request, find, ids, seed_demo, whole
+from tests.dashboard.conftest import dashboard_request, find, ids, pct_matches, seed_demo, whole
 
 
 def _range() -> tuple[str, str, dict[str, str]]:
@@ -55,11 +55,6 @@ def api_here(seeded_here: Settings, database: Database) -> Any:
         yield c
 
 
-def _pct_matches(shown: str, rest_pct: float) -> bool:
-    """A page's one-decimal ETT% is the REST answer's (rounded to 2 decimals, docs/API.md)."""
-    return shown.endswith("%") and abs(float(shown[:-1]) - rest_pct) <= 0.05 + 5e-3
-
-
 def test_fleet_page_headline_equals_the_rest_answers(
     api: TestClient, seeded: Settings, demo_db: Database
 ) -> None:
@@ -68,7 +63,7 @@ def test_fleet_page_headline_equals_the_rest_answers(
     failures = api.get("/api/v1/fleet/failures", params=rest).json()
     with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end)
-    assert _pct_matches(_text(page, "fleet-ett"), ett["total"]["ett_pct"])
+    assert pct_matches(_text(page, "fleet-ett"), ett["total"]["ett_pct"])
     assert _text(page, "fleet-jobs") == f"{failures['total']['jobs']:,}"
     assert _text(page, "fleet-failures") == f"{failures['total']['failures']:,}"
     assert _text(page, "fleet-lost") == f"{ett['total']['lost_gpu_h']:,.0f}"
@@ -104,7 +99,7 @@ def test_fleet_page_filters_by_model_and_label(
     with dashboard_request(seeded, demo_db):
         page = whole(fleet, start=start, end=end, model="model-a", label="variant=baseline")
         unknown = whole(fleet, start=start, end=end, owner="no-such-team")
-    assert _pct_matches(_text(page, "fleet-ett"), expected["total"]["ett_pct"])
+    assert pct_matches(_text(page, "fleet-ett"), expected["total"]["ett_pct"])
     assert find(page, "fleet-filter-label").value == "variant=baseline"
     assert find(page, "fleet-filter-model").value == "model-a"
     assert "no-such-team" in str(find(unknown, "fleet-empty").children)
@@ -143,7 +138,7 @@ def test_model_page_equals_the_rest_answer(
     with dashboard_request(seeded, demo_db):
         page = whole(models, model="model-c", start=start, end=end)
         listing = whole(models, start=start, end=end)
-    assert _pct_matches(_text(page, "model-ett"), answer["ett_pct"])
+    assert pct_matches(_text(page, "model-ett"), answer["ett_pct"])
     assert _text(page, "model-jobs") == f"{answer['job_count']:,}"
     table = find(page, "model-jobs-table")
     shown = {r["job"].split("]")[0].lstrip("[") for r in table.data}
@@ -185,7 +180,7 @@ def test_job_page_equals_the_rest_answer(
         page = whole(job, job_id="model-b-baseline")
         listing = whole(job)
         missing = whole(job, job_id="nope")
-    assert _pct_matches(_text(page, "job-ett"), answer["ett_pct"])
+    assert pct_matches(_text(page, "job-ett"), answer["ett_pct"])
     assert _text(page, "job-nof") == str(answer["l1"]["nof"]) == "2"
     assert _text(page, "job-tts") == f"{answer['l1']['tts_s'] / 60.0:.1f} min"
     assert _text(page, "job-e2e") == f"{answer['e2e_s'] / 60.0:.1f} min"
